@@ -1,0 +1,1 @@
+"""Modex agents: declarations, runtime, chat."""

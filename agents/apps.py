@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class AgentsConfig(AppConfig):
+    name = "agents"
+    verbose_name = "Agents"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,3 @@
+"""WebSocket routes, mounted by modex_web.asgi."""
+
+websocket_urlpatterns: list = []

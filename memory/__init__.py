@@ -1,0 +1,1 @@
+"""Modex memory: session, pruned catalog, archive, core memory. Imports nothing from agents/."""

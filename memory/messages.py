@@ -1,0 +1,257 @@
+"""Messages as immutable values, and their exact mapping to the OpenAI chat wire format.
+
+Two serialisations exist and they are kept apart:
+
+* the **wire** form (``to_wire``/``from_wire``) is what an OpenAI-compatible endpoint speaks:
+  ``role``, ``content``, ``reasoning_content``, ``tool_calls``, ``tool_call_id``, ``name``;
+* the **record** form (``to_record``/``from_record``) is what stores persist: the wire fields
+  plus Modex's own ``id``, ``seq``, ``kind``, ``created_at`` and cached ``tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+ROLES = ("system", "user", "assistant", "tool")
+
+#: Message kinds the memory system itself produces. Other kinds are allowed (the runtime adds its
+#: own), as long as they are short identifiers.
+KIND_MESSAGE = "message"
+KIND_COMPACT_SUMMARY = "compact_summary"
+
+_WIRE_KEYS = frozenset({"role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name"})
+
+
+class MalformedMessage(ValueError):
+    """A message (wire dict, record or constructor arguments) that cannot be a valid Message."""
+
+
+def new_message_id() -> str:
+    return uuid.uuid4().hex
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _require_str(value: Any, what: str, *, allow_none: bool = False) -> str | None:
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str):
+        raise MalformedMessage(f"{what} must be a string, got {type(value).__name__}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call requested by an assistant message."""
+
+    id: str
+    name: str
+    arguments_json: str
+
+    def __post_init__(self) -> None:
+        _require_str(self.id, "tool call id")
+        _require_str(self.name, "tool call name")
+        _require_str(self.arguments_json, "tool call arguments")
+        if not self.id:
+            raise MalformedMessage("tool call id must not be empty")
+        if not self.name:
+            raise MalformedMessage("tool call name must not be empty")
+
+    def arguments(self) -> Any:
+        """The decoded arguments; raises MalformedMessage if they are not valid JSON."""
+        try:
+            return json.loads(self.arguments_json) if self.arguments_json.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise MalformedMessage(f"tool call {self.id} ({self.name}) has invalid JSON arguments: {exc}") from None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments_json}}
+
+    @classmethod
+    def from_wire(cls, data: Any) -> ToolCall:
+        if not isinstance(data, Mapping):
+            raise MalformedMessage(f"a tool call must be an object, got {type(data).__name__}")
+        kind = data.get("type", "function")
+        if kind != "function":
+            raise MalformedMessage(f"tool call type {kind!r} is not supported (only 'function')")
+        function = data.get("function")
+        if not isinstance(function, Mapping):
+            raise MalformedMessage("a tool call needs a 'function' object with 'name' and 'arguments'")
+        arguments = function.get("arguments", "")
+        if isinstance(arguments, (dict, list)):
+            # Some servers send decoded arguments; keep them as canonical JSON text.
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        return cls(
+            id=_require_str(data.get("id"), "tool call id"),
+            name=_require_str(function.get("name"), "tool call name"),
+            arguments_json=_require_str(arguments, "tool call arguments"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a session. Immutable; derive changed copies with ``dataclasses.replace``."""
+
+    role: str
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    kind: str = KIND_MESSAGE
+    id: str = field(default_factory=new_message_id)
+    seq: int | None = None
+    created_at: datetime = field(default_factory=utcnow)
+    tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise MalformedMessage(f"role must be one of {', '.join(ROLES)}; got {self.role!r}")
+        _require_str(self.content, "content", allow_none=True)
+        _require_str(self.reasoning_content, "reasoning_content", allow_none=True)
+        _require_str(self.name, "name", allow_none=True)
+        if isinstance(self.tool_calls, list):
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if not isinstance(self.tool_calls, tuple) or not all(isinstance(c, ToolCall) for c in self.tool_calls):
+            raise MalformedMessage("tool_calls must be a tuple of ToolCall")
+        if self.tool_calls and self.role != "assistant":
+            raise MalformedMessage(f"only assistant messages carry tool_calls (got role {self.role!r})")
+        if len({c.id for c in self.tool_calls}) != len(self.tool_calls):
+            raise MalformedMessage("tool call ids within one message must be distinct")
+        if self.role == "tool":
+            if not isinstance(self.tool_call_id, str) or not self.tool_call_id:
+                raise MalformedMessage("a tool message needs the tool_call_id it answers")
+        elif self.tool_call_id is not None:
+            raise MalformedMessage(f"tool_call_id is only valid on tool messages (got role {self.role!r})")
+        if not isinstance(self.kind, str) or not self.kind or len(self.kind) > 64:
+            raise MalformedMessage("kind must be a short non-empty string")
+        if not isinstance(self.id, str) or not self.id or len(self.id) > 128:
+            raise MalformedMessage("id must be a non-empty string of at most 128 characters")
+        if self.seq is not None and (not isinstance(self.seq, int) or isinstance(self.seq, bool) or self.seq < 0):
+            raise MalformedMessage("seq must be a non-negative integer or None")
+        if self.tokens is not None and (
+            not isinstance(self.tokens, int) or isinstance(self.tokens, bool) or self.tokens < 0
+        ):
+            raise MalformedMessage("tokens must be a non-negative integer or None")
+        if not isinstance(self.created_at, datetime) or self.created_at.tzinfo is None:
+            raise MalformedMessage("created_at must be a timezone-aware datetime")
+
+    # -- convenience -------------------------------------------------------------------------
+
+    @property
+    def is_compact_summary(self) -> bool:
+        return self.kind == KIND_COMPACT_SUMMARY
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        return tuple(call.id for call in self.tool_calls)
+
+    def text(self) -> str:
+        return self.content or ""
+
+    # -- wire format -------------------------------------------------------------------------
+
+    def to_wire(self) -> dict[str, Any]:
+        """The OpenAI chat message dict. ``content`` is always present (possibly None)."""
+        wire: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.reasoning_content is not None:
+            wire["reasoning_content"] = self.reasoning_content
+        if self.tool_calls:
+            wire["tool_calls"] = [call.to_wire() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            wire["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            wire["name"] = self.name
+        return wire
+
+    @classmethod
+    def from_wire(cls, data: Any, **meta: Any) -> Message:
+        """Parse an OpenAI chat message dict. ``meta`` sets id/seq/kind/created_at/tokens.
+
+        Content given as a list of text parts is joined; any other part type is rejected, since
+        Modex would otherwise silently drop it.
+        """
+        if not isinstance(data, Mapping):
+            raise MalformedMessage(f"a message must be an object, got {type(data).__name__}")
+        unknown = set(data) - _WIRE_KEYS - {"refusal", "audio", "function_call", "annotations"}
+        if unknown:
+            raise MalformedMessage(f"unknown message field(s): {', '.join(sorted(unknown))}")
+        content = data.get("content")
+        if isinstance(content, list):
+            content = _join_text_parts(content)
+        raw_calls = data.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise MalformedMessage("tool_calls must be a list")
+        return cls(
+            role=_require_str(data.get("role"), "role"),
+            content=_require_str(content, "content", allow_none=True),
+            reasoning_content=_require_str(data.get("reasoning_content"), "reasoning_content", allow_none=True),
+            tool_calls=tuple(ToolCall.from_wire(c) for c in raw_calls),
+            tool_call_id=_require_str(data.get("tool_call_id"), "tool_call_id", allow_none=True),
+            name=_require_str(data.get("name"), "name", allow_none=True),
+            **meta,
+        )
+
+    # -- record format (storage) -------------------------------------------------------------
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-able dict holding every field, for stores."""
+        record = self.to_wire()
+        record.update(
+            id=self.id,
+            seq=self.seq,
+            kind=self.kind,
+            created_at=self.created_at.isoformat(),
+            tokens=self.tokens,
+        )
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Message:
+        if not isinstance(record, Mapping):
+            raise MalformedMessage("a message record must be an object")
+        wire = {k: v for k, v in record.items() if k in _WIRE_KEYS}
+        try:
+            created_at = datetime.fromisoformat(record["created_at"])
+        except (KeyError, TypeError, ValueError):
+            raise MalformedMessage("a message record needs an ISO created_at") from None
+        return cls.from_wire(
+            wire,
+            id=record.get("id") or new_message_id(),
+            seq=record.get("seq"),
+            kind=record.get("kind") or KIND_MESSAGE,
+            created_at=created_at,
+            tokens=record.get("tokens"),
+        )
+
+    def with_seq(self, seq: int) -> Message:
+        return replace(self, seq=seq)
+
+
+def _join_text_parts(parts: list[Any]) -> str:
+    texts = []
+    for part in parts:
+        if not isinstance(part, Mapping) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            raise MalformedMessage("only text content parts are supported")
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+def messages_from_wire(items: Any) -> list[Message]:
+    """Parse a list of wire dicts, naming the position of the first bad one."""
+    if not isinstance(items, list):
+        raise MalformedMessage("messages must be a list")
+    out = []
+    for index, item in enumerate(items):
+        try:
+            out.append(Message.from_wire(item))
+        except MalformedMessage as exc:
+            raise MalformedMessage(f"message {index}: {exc}") from None
+    return out

@@ -1,0 +1,1 @@
+"""Django models behind memory/stores/sql.py. Persistence only: no behaviour lives here."""

@@ -1,0 +1,284 @@
+"""The four store interfaces of the memory system, and the bundle that carries them.
+
+Each ABC keeps few abstract methods; conveniences are concrete and built on them. Stores take
+and return frozen values (``Message``, ``KVItem``, ``ArchiveDocument``), never ORM objects.
+Every backend must pass the conformance suite in ``tests/memory/stores/`` unchanged.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memory.messages import Message, new_message_id, utcnow
+from memory.scopes import Scope, validate_id
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+class StoreError(Exception):
+    """Base of every error a store raises on purpose."""
+
+
+class ConcurrentChange(StoreError):
+    """The data changed since the caller read it; nothing was written. Re-read and retry."""
+
+
+class VersionConflict(ConcurrentChange):
+    """A compare-and-set write found another version than the one expected."""
+
+    def __init__(self, message: str, *, expected: int | None, actual: int | None) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+class DuplicateMessage(StoreError):
+    """A message id that already exists in the session was appended again; nothing was written."""
+
+
+class InvalidPrune(StoreError):
+    """A prune request that does not describe a valid cut of the current session."""
+
+
+class InvalidKey(StoreError, ValueError):
+    """A KV key or cursor consumer name that is not allowed."""
+
+
+class StorageUnavailable(StoreError):
+    """The backend cannot read or write (disk full, permissions, database gone)."""
+
+
+def validate_key(key: object, *, what: str = "key") -> str:
+    """KV keys and consumer names follow the scope id rule, so they are safe file names."""
+    try:
+        return validate_id(key, what=what)
+    except ValueError as exc:
+        raise InvalidKey(str(exc)) from None
+
+
+# -- values -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHead:
+    """A session's state at one moment; ``version`` changes on every mutation of the session."""
+
+    scope: Scope
+    version: int
+    last_seq: int  # highest seq ever assigned in the session (0 when nothing was appended)
+    count: int  # live (not pruned, not soft-deleted) messages
+    tokens: int  # sum of the live messages' token counts
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    head: SessionHead
+    evicted: tuple[Message, ...]
+    summary: Message | None
+
+
+@dataclass(frozen=True, slots=True)
+class KVItem:
+    scope: Scope
+    key: str
+    value: str
+    version: int  # starts at 1, +1 per write
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveDocument:
+    """A long-term document made from evicted history: the messages and their summary."""
+
+    session: str  # the session scope key the history came from
+    summary: str
+    messages: tuple[Message, ...] = ()
+    title: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    id: str = field(default_factory=new_message_id)
+    seq: int | None = None  # set by the store: 1, 2, ... per scope, in put order
+    created_at: datetime = field(default_factory=utcnow)
+
+    def search_text(self) -> str:
+        parts = [self.title, self.summary]
+        parts.extend(m.content or "" for m in self.messages)
+        return "\n".join(p for p in parts if p)
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveHit:
+    document: ArchiveDocument
+    score: float  # higher is more relevant; comparable only within one result list
+    snippet: str
+
+
+#: Pass as ``expected_version`` to make a KV write conditional on the key not existing yet.
+MUST_NOT_EXIST = 0
+
+
+# -- interfaces -------------------------------------------------------------------------------
+
+
+class MessageStore(ABC):
+    """Session messages, ordered by ``seq``."""
+
+    @abstractmethod
+    def append(self, scope: Scope, messages: Sequence[Message]) -> list[Message]:
+        """Append ``messages`` in order, atomically (all or none), and return them as stored.
+
+        Each stored message gets ``seq = last_seq + 1, + 2, ...`` (any seq given is ignored) and
+        a token count if it had none; ids and every other field are kept exactly. Raises
+        DuplicateMessage if an id already exists in the scope (live, pruned or deleted) or twice
+        in the batch. Bumps the session version.
+        """
+
+    @abstractmethod
+    def read(
+        self,
+        scope: Scope,
+        *,
+        after_seq: int | None = None,
+        last: int | None = None,
+        include_deleted: bool = False,
+    ) -> list[Message]:
+        """Live messages in ascending seq order.
+
+        ``after_seq`` keeps only seq > after_seq; ``last`` keeps only the final N of what
+        remains. Reading a window must cost in proportion to the window, not to the session.
+        Soft-deleted messages are left out unless ``include_deleted``. Unknown scope: [].
+        """
+
+    @abstractmethod
+    def head(self, scope: Scope) -> SessionHead:
+        """The session's current version, last seq, live count and live tokens (cheap)."""
+
+    @abstractmethod
+    def prune(
+        self,
+        scope: Scope,
+        *,
+        through_seq: int,
+        summary: Message | None,
+        expected_version: int,
+    ) -> PruneResult:
+        """Remove every live message with seq <= ``through_seq`` and put ``summary`` in their place.
+
+        One atomic step: afterwards the session is ``[summary] + kept tail`` or, on any error,
+        exactly what it was. The summary takes ``seq = through_seq`` (so it sorts before the
+        tail) and a token count if it had none. Raises ConcurrentChange if the session's version
+        is not ``expected_version``; InvalidPrune if ``through_seq`` is not a live message's seq
+        or the summary's id is already used. Deleted messages in the range are dropped too.
+        Bumps the version. Pruned messages are gone from the store: the caller keeps them
+        (pruned catalog, archive) before calling this.
+        """
+
+    @abstractmethod
+    def soft_delete(self, scope: Scope, ids: Sequence[str]) -> int:
+        """Hide live messages by id from ``read``; returns how many changed. Bumps the version."""
+
+    @abstractmethod
+    def clear(self, scope: Scope) -> None:
+        """Remove the whole session (its messages and head). Idempotent."""
+
+    # conveniences
+
+    def tail(self, scope: Scope, n: int) -> list[Message]:
+        return self.read(scope, last=n)
+
+    def all(self, scope: Scope) -> list[Message]:
+        return self.read(scope)
+
+
+class KVStore(ABC):
+    """Small named text values per scope, versioned for compare-and-set."""
+
+    @abstractmethod
+    def get(self, scope: Scope, key: str) -> KVItem | None:
+        """The item, or None if the key does not exist. Raises InvalidKey for a bad key."""
+
+    @abstractmethod
+    def put(self, scope: Scope, key: str, value: str, *, expected_version: int | None = None) -> KVItem:
+        """Write ``value`` atomically and return the new item (version + 1).
+
+        ``expected_version=None`` writes unconditionally; an int writes only if the current
+        version equals it (``MUST_NOT_EXIST``, 0, for a key that must not exist yet), else
+        raises VersionConflict and writes nothing.
+        """
+
+    @abstractmethod
+    def delete(self, scope: Scope, key: str, *, expected_version: int | None = None) -> bool:
+        """Remove the key; True if it existed. CAS like ``put`` when expected_version is given."""
+
+    @abstractmethod
+    def list(self, scope: Scope, *, prefix: str = "") -> list[KVItem]:
+        """Items of the scope whose key starts with ``prefix``, sorted by key."""
+
+    def get_value(self, scope: Scope, key: str, default: str | None = None) -> str | None:
+        item = self.get(scope, key)
+        return default if item is None else item.value
+
+
+class CursorStore(ABC):
+    """Read positions of named consumers (e.g. the Dream Engine) per scope."""
+
+    @abstractmethod
+    def get(self, scope: Scope, consumer: str) -> int | None:
+        """The consumer's position, or None if it never set one."""
+
+    @abstractmethod
+    def set(self, scope: Scope, consumer: str, position: int, *, expected: int | None | object = ...) -> None:
+        """Store ``position`` atomically. If ``expected`` is given (None meaning "unset"), write
+        only when the current position equals it, else raise ConcurrentChange."""
+
+    @abstractmethod
+    def list(self, scope: Scope) -> dict[str, int]:
+        """All consumers' positions in the scope."""
+
+
+class ArchiveStore(ABC):
+    """Long-term archive documents per scope, searchable by text."""
+
+    @abstractmethod
+    def put(self, scope: Scope, document: ArchiveDocument) -> ArchiveDocument:
+        """Store the document and return it with its ``seq`` set (next per scope).
+
+        Idempotent by id: putting an id that exists returns the stored document unchanged, so a
+        retried cleanup never duplicates an archive document.
+        """
+
+    @abstractmethod
+    def get(self, scope: Scope, document_id: str) -> ArchiveDocument | None:
+        """The document, or None."""
+
+    @abstractmethod
+    def list(
+        self, scope: Scope, *, after_seq: int | None = None, limit: int | None = None, newest_first: bool = False
+    ) -> list[ArchiveDocument]:
+        """Documents ordered by seq (descending if ``newest_first``), after ``after_seq``."""
+
+    @abstractmethod
+    def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ArchiveHit]:
+        """Documents matching the words of ``query``, most relevant first.
+
+        The query is plain text, never a query language: quotes, operators and punctuation in it
+        are treated as text. An empty query returns [].
+        """
+
+    @abstractmethod
+    def delete(self, scope: Scope, document_id: str) -> bool:
+        """Remove one document; True if it existed."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStoreBundle:
+    """The four stores of one backend, handed around as one value."""
+
+    backend: str
+    messages: MessageStore
+    kv: KVStore
+    cursors: CursorStore
+    archive: ArchiveStore
