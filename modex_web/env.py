@@ -110,7 +110,7 @@ def database_config(*, url: str | None, workspace: Path) -> dict:
     if scheme == "sqlite":
         # sqlite:///relative/or/absolute, sqlite:////abs/path
         raw = unquote(parts.path)
-        if raw.startswith("/") and not raw.startswith("//"):
+        if raw.startswith("/"):  # the third slash of sqlite:/// separates scheme from path
             raw = raw[1:]
         if not raw:
             raise ImproperlyConfigured(f"DATABASE_URL={url!r} names no SQLite file.")

@@ -1,0 +1,81 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.django_db
+def test_home_requires_login(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.django_db
+def test_home_renders_after_login(client, django_user_model):
+    user = django_user_model.objects.create_user(username="ada", password="pw-for-tests-1")
+    client.force_login(user)
+    response = client.get("/")
+    assert response.status_code == 200
+    assert b"Modex" in response.content and b"ada" in response.content
+
+
+@pytest.mark.django_db
+def test_login_page_and_login_flow(client, django_user_model):
+    django_user_model.objects.create_user(username="ada", password="pw-for-tests-1")
+    assert client.get(reverse("login")).status_code == 200
+    response = client.post(reverse("login"), {"username": "ada", "password": "pw-for-tests-1"})
+    assert response.status_code == 302 and response["Location"] == reverse("home")
+    bad = client.post(reverse("login"), {"username": "ada", "password": "wrong"})
+    assert b"didn&#x27;t match" in bad.content or b"didn't match" in bad.content
+
+
+def test_api_health_and_docs(client):
+    assert client.get("/api/health").json() == {"status": "ok"}
+    assert client.get("/api/docs").status_code == 200
+    schema = client.get("/api/openapi.json").json()
+    assert schema["info"]["title"] == "Modex API"
+
+
+@pytest.mark.django_db
+def test_admin_requires_staff(client, django_user_model):
+    user = django_user_model.objects.create_user(username="bob", password="pw-for-tests-1")
+    client.force_login(user)
+    assert client.get("/admin/").status_code == 302
+
+
+@pytest.mark.django_db
+def test_ensure_login_creates_one_superuser_and_prints_the_password_once(django_user_model, capsys):
+    call_command("ensure_login")
+    first = capsys.readouterr().out
+    assert "password:" in first
+    password = first.split("password:")[1].split()[0]
+    admin = django_user_model.objects.get(username="admin")
+    assert admin.is_superuser and admin.check_password(password)
+    call_command("ensure_login")
+    second = capsys.readouterr().out
+    assert "password:" not in second and "changepassword admin" in second
+    assert django_user_model.objects.filter(is_superuser=True).count() == 1
+
+
+def test_manage_check_is_clean(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_DEBUG": "true", "MODEX_WORKSPACE": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_settings_refuse_to_boot_on_a_bad_value(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "DJANGO_DEBUG": "perhaps", "MODEX_WORKSPACE": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0
+    assert "DJANGO_DEBUG='perhaps' is not a boolean" in result.stderr
