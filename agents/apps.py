@@ -5,3 +5,7 @@ class AgentsConfig(AppConfig):
     name = "agents"
     verbose_name = "Agents"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Registers the boot-time validation of config/scopes/bot.yml (manage.py check & co).
+        from agents import checks  # noqa: F401

@@ -1,7 +1,8 @@
-from django.urls import path
+from django.urls import include, path
 
 from agents import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("scopes/", views.scope_editor_view, name="scope_editor"),
 ]

@@ -1,0 +1,396 @@
+"""``OpenAIChatModel``: the ChatModel over the official ``openai`` SDK, for any OpenAI-compatible
+endpoint (OpenAI, vLLM, Ollama, llama.cpp, LM Studio, DeepSeek), and ``model_from_settings``.
+
+Retries are this module's, not the SDK's (the client is built with ``max_retries=0``): HTTP 429,
+408/409, 5xx and connection errors are retried with exponential backoff and jitter, honouring
+``Retry-After``, but only while nothing has been yielded yet; once output has started, a broken
+stream raises instead of silently repeating text. Timeouts are not retried. The sleep function
+and the random source are injectable so tests run instantly.
+
+The API key is handed to the SDK and otherwise never stored in a message, a log line, a
+``repr`` or ``describe()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import json
+import logging
+import os
+import random
+import re
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+from django.core.exceptions import ImproperlyConfigured
+
+from agents.llm.base import ChatModel, ModelEvent
+from agents.llm.chunks import ChunkAssembler
+from agents.llm.errors import (
+    ContextLengthExceeded,
+    MalformedResponse,
+    ModelError,
+    ModelRejected,
+    ModelTimeout,
+    ModelUnavailable,
+    RateLimited,
+)
+
+logger = logging.getLogger("agents.llm.openai")
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 3
+#: Local servers (Ollama, llama.cpp, vLLM without --api-key) accept any key, the SDK needs one.
+PLACEHOLDER_API_KEY = "not-needed"
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_CONTEXT_MARKERS = re.compile(
+    r"context[_ ]length|maximum context|context window|exceed_context_size|exceeds the available context"
+    r"|prompt is too long|reduce the length of the messages|input is too long",
+    re.IGNORECASE,
+)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class _Retry(Exception):
+    """Internal: the attempt failed in a way worth another try."""
+
+    def __init__(self, error: ModelError, retry_after: float | None = None) -> None:
+        self.error = error
+        self.retry_after = retry_after
+
+
+def redact_url(url: str) -> str:
+    """``url`` without any ``user:password@`` part, safe for logs and the UI."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+class OpenAIChatModel:
+    """A ChatModel speaking ``/chat/completions`` with ``stream=True`` to one endpoint.
+
+    ``timeout`` (seconds) bounds each network wait: connecting, the first byte, and the gap
+    between two streamed chunks (a long answer that keeps streaming is never cut off).
+    ``max_retries`` is the number of retries after the first attempt. ``include_usage`` sends
+    ``stream_options={"include_usage": True}``; switch it off for a server that rejects it.
+    """
+
+    is_offline = False
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        backoff_base: float = 0.5,
+        backoff_max: float = 20.0,
+        max_retry_after: float = 60.0,
+        include_usage: bool = True,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not base_url:
+            raise ValueError("base_url is required (e.g. https://api.openai.com/v1)")
+        if not model:
+            raise ValueError("model is required (the endpoint's model name)")
+        if timeout <= 0 or max_retries < 0:
+            raise ValueError("timeout must be positive and max_retries non-negative")
+        self.name = model
+        self.base_url = base_url.rstrip("/")
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_retry_after = max_retry_after
+        self.include_usage = include_usage
+        self._api_key = api_key or PLACEHOLDER_API_KEY
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        # One SDK client per event loop: an HTTP connection pool cannot outlive its loop.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.name!r}, base_url={redact_url(self.base_url)!r})"
+
+    def describe(self) -> str:
+        return f"{self.name} at {redact_url(self.base_url)}"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop. Call it before a loop that used this
+        model ends (shutdown, or each ``asyncio.run``); other loops' clients are unaffected."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
+
+    def _client(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = openai.AsyncOpenAI(
+                base_url=self.base_url, api_key=self._api_key, timeout=self.timeout, max_retries=0
+            )
+            self._clients[loop] = client
+        return client
+
+    # -- the call ----------------------------------------------------------------------------
+
+    async def stream(
+        self,
+        *,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        model: str | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[ModelEvent]:
+        """See ``ChatModel.stream``."""
+        request: dict[str, Any] = {"model": model or self.name, "messages": messages, "stream": True}
+        if self.include_usage:
+            request["stream_options"] = {"include_usage": True}
+        if tools:
+            request["tools"] = tools
+        if temperature is not None:
+            request["temperature"] = temperature
+        if max_tokens is not None:
+            request["max_tokens"] = max_tokens
+        if timeout is not None:
+            request["timeout"] = timeout
+        attempt = 0
+        while True:
+            yielded = False
+            try:
+                # aclosing: an abandoned or cancelled outer stream closes the HTTP stream now,
+                # not whenever the garbage collector finalizes the inner generator.
+                async with contextlib.aclosing(self._attempt(request)) as events:
+                    async for event in events:
+                        yielded = True
+                        yield event
+                return
+            except _Retry as retry:
+                if yielded or attempt >= self.max_retries:
+                    raise retry.error from retry.error.__cause__
+                delay = self._delay(attempt, retry.retry_after)
+                if delay is None:
+                    raise retry.error from retry.error.__cause__
+                attempt += 1
+                logger.warning("%s; retry %d of %d in %.2fs", retry.error, attempt, self.max_retries, delay)
+                await self._sleep(delay)
+
+    async def _attempt(self, request: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+        try:
+            sdk_stream = await self._client().chat.completions.create(**request)
+        except openai.OpenAIError as exc:
+            translated = self._translate(exc, request.get("timeout", self.timeout))
+            raise translated from translated.__cause__
+        assembler = ChunkAssembler()
+        try:
+            async for chunk in sdk_stream:
+                for event in assembler.feed(chunk):
+                    yield event
+            for event in assembler.close():
+                yield event
+        except ModelUnavailable as exc:
+            raise _Retry(exc) from None
+        except openai.OpenAIError as exc:
+            translated = self._translate(exc, request.get("timeout", self.timeout))
+            raise translated from translated.__cause__
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise MalformedResponse(f"the endpoint sent a stream chunk that is not valid JSON: {exc}") from exc
+        finally:
+            # Runs on success, error, cancellation and early close alike: release the connection.
+            await sdk_stream.close()
+
+    # -- errors and backoff ------------------------------------------------------------------
+
+    def _translate(self, exc: openai.OpenAIError, timeout: float) -> ModelError | _Retry:
+        """The ModelError for an SDK error, wrapped in ``_Retry`` when retrying may help."""
+        where = f"{self.name} at {redact_url(self.base_url)}"
+        if isinstance(exc, openai.APITimeoutError):
+            return self._caused(ModelTimeout(f"the model {where} did not answer within {timeout:g}s"), exc)
+        if isinstance(exc, openai.APIConnectionError):
+            return _Retry(self._caused(ModelUnavailable(f"cannot reach the model {where}: {_cause(exc)}"), exc))
+        if isinstance(exc, openai.APIResponseValidationError):
+            return self._caused(
+                MalformedResponse(f"the model {where} sent a response that is not a chat completion"), exc
+            )
+        if isinstance(exc, openai.APIStatusError):
+            return self._translate_status(exc, where)
+        if isinstance(exc, openai.APIError):  # an error event inside the stream
+            detail = self._scrub(exc.message or "")
+            if _is_context_length(exc):
+                return self._caused(
+                    ContextLengthExceeded(f"the request does not fit the context window of {where}: {detail}"), exc
+                )
+            return _Retry(
+                self._caused(ModelUnavailable(f"the model {where} reported an error while streaming: {detail}"), exc)
+            )
+        return self._caused(ModelError(f"the model {where} failed: {type(exc).__name__}"), exc)
+
+    def _translate_status(self, exc: openai.APIStatusError, where: str) -> ModelError | _Retry:
+        status = exc.status_code
+        detail = self._scrub(_error_message(exc))
+        if status in (400, 413, 422) and _is_context_length(exc):
+            message = f"the request does not fit the context window of {where}: {detail}"
+            return self._caused(ContextLengthExceeded(message, status_code=status), exc)
+        if status == 429:
+            retry_after = _retry_after(exc)
+            message = f"the model {where} is rate limiting requests (HTTP 429): {detail}"
+            return _Retry(self._caused(RateLimited(message, retry_after=retry_after), exc), retry_after)
+        if status >= 500 or status in _RETRYABLE_STATUS:
+            message = f"the model {where} failed with HTTP {status}: {detail}"
+            return _Retry(self._caused(ModelUnavailable(message, status_code=status), exc), _retry_after(exc))
+        hint = {
+            401: " (check OPENAI_API_KEY)",
+            403: " (check OPENAI_API_KEY and the account's access to this model)",
+            404: " (check OPENAI_BASE_URL, usually ending in /v1, and OPENAI_MODEL)",
+        }.get(status, "")
+        message = f"the model {where} rejected the request with HTTP {status}{hint}: {detail}"
+        return self._caused(ModelRejected(message, status_code=status), exc)
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the API key, for servers that echo it in an error message."""
+        key = self._api_key
+        return text.replace(key, "[redacted]") if key and len(key) >= 8 else text
+
+    def _caused(self, error: ModelError, exc: openai.OpenAIError) -> ModelError:
+        """``error`` chained to the SDK error, unless that one carries the key (a traceback of
+        the chain would print it)."""
+        leaks = self._scrub(f"{exc} {getattr(exc, 'body', '')!r}") != f"{exc} {getattr(exc, 'body', '')!r}"
+        error.__cause__ = None if leaks else exc
+        error.__suppress_context__ = True
+        return error
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float | None:
+        """Seconds before retry number ``attempt + 1``; None when the server asks for longer
+        than ``max_retry_after`` (waiting would only hold the user up)."""
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_retry_after else None
+        ceiling = min(self.backoff_max, self.backoff_base * 2**attempt)
+        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+
+
+def _cause(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    return f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return inner["message"][:500]
+        if isinstance(inner, str):
+            return inner[:500]
+    return (exc.message or "")[:500]
+
+
+def _is_context_length(exc: openai.APIError) -> bool:
+    if (exc.code or "") in ("context_length_exceeded", "string_above_max_length"):
+        return True
+    body = exc.body
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict) and inner.get("code") == "context_length_exceeded":
+        return True
+    text = _error_message(exc) if isinstance(exc, openai.APIStatusError) else exc.message
+    return bool(_CONTEXT_MARKERS.search(text or ""))
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    """The server's wait hint: ``retry-after-ms``, or ``retry-after`` in seconds or as a date."""
+    headers = exc.response.headers
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return max(0.0, float(ms) / 1000)
+        raw = headers.get("retry-after")
+        if raw is None:
+            return None
+        try:
+            return max(0.0, float(raw))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(raw)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+# -- settings --------------------------------------------------------------------------------
+
+
+def _env_float(name: str, default: float, *, minimum: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number of seconds.") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={value:g} must be at least {minimum:g}.")
+    return value
+
+
+def _env_int(name: str, default: int, *, minimum: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
+    return value
+
+
+def model_from_settings(
+    *, base_url: str | None = None, api_key: str | None = None, model: str | None = None
+) -> ChatModel:
+    """The configured ChatModel: arguments first, then the environment.
+
+    * ``OPENAI_BASE_URL`` unset (and no ``base_url``): the built-in ``OfflineChatModel``
+      (``MODEX_OFFLINE_CHUNK_DELAY_MS`` slows its streaming down for demos);
+    * otherwise ``OpenAIChatModel`` with ``OPENAI_API_KEY`` (optional: local servers need none),
+      ``OPENAI_MODEL`` (required), ``OPENAI_TIMEOUT`` (seconds, default 60) and
+      ``OPENAI_MAX_RETRIES`` (default 3).
+
+    Raises ``ImproperlyConfigured`` naming the variable on a bad value.
+    """
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL", "").strip() or None
+    if base_url is None:
+        from agents.llm.offline import OfflineChatModel
+
+        delay_ms = _env_float("MODEX_OFFLINE_CHUNK_DELAY_MS", 0.0, minimum=0.0)
+        return OfflineChatModel(chunk_delay=delay_ms / 1000)
+    if not urlsplit(base_url).scheme.startswith("http"):
+        raise ImproperlyConfigured(
+            f"OPENAI_BASE_URL={redact_url(base_url)!r} must be an http(s) URL, e.g. http://127.0.0.1:11434/v1."
+        )
+    model = model or os.environ.get("OPENAI_MODEL", "").strip() or None
+    if model is None:
+        raise ImproperlyConfigured("OPENAI_MODEL is required when OPENAI_BASE_URL is set (the endpoint's model name).")
+    return OpenAIChatModel(
+        base_url=base_url,
+        api_key=api_key or os.environ.get("OPENAI_API_KEY", "").strip() or None,
+        model=model,
+        timeout=_env_float("OPENAI_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001),
+        max_retries=_env_int("OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES, minimum=0),
+    )

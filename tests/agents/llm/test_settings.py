@@ -1,0 +1,81 @@
+"""model_from_settings: the environment picks the model; bad values fail with the variable's name."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from agents.llm import OfflineChatModel, OpenAIChatModel, model_from_settings
+from agents.llm.openai import PLACEHOLDER_API_KEY, redact_url
+
+VARIABLES = (
+    "OPENAI_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_MODEL",
+    "OPENAI_TIMEOUT",
+    "OPENAI_MAX_RETRIES",
+    "MODEX_OFFLINE_CHUNK_DELAY_MS",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_without_a_base_url_the_offline_model_is_used(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ignored")
+    model = model_from_settings()
+    assert isinstance(model, OfflineChatModel) and model.chunk_delay == 0
+    monkeypatch.setenv("MODEX_OFFLINE_CHUNK_DELAY_MS", "40")
+    assert model_from_settings().chunk_delay == pytest.approx(0.04)
+
+
+def test_an_endpoint_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1/")
+    monkeypatch.setenv("OPENAI_MODEL", "qwen3:8b")
+    monkeypatch.setenv("OPENAI_TIMEOUT", "12.5")
+    monkeypatch.setenv("OPENAI_MAX_RETRIES", "0")
+    model = model_from_settings()
+    assert isinstance(model, OpenAIChatModel) and not model.is_offline
+    assert (model.name, model.base_url, model.timeout, model.max_retries) == (
+        "qwen3:8b",
+        "http://127.0.0.1:11434/v1",
+        12.5,
+        0,
+    )
+    assert model._api_key == PLACEHOLDER_API_KEY  # local servers need no key
+    assert model.describe() == "qwen3:8b at http://127.0.0.1:11434/v1"
+
+
+def test_arguments_win_over_the_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://env.invalid/v1")
+    monkeypatch.setenv("OPENAI_MODEL", "env-model")
+    model = model_from_settings(base_url="https://api.example.com/v1", api_key="sk-arg", model="arg-model")
+    assert (model.base_url, model.name, model._api_key) == ("https://api.example.com/v1", "arg-model", "sk-arg")
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"OPENAI_BASE_URL": "http://h/v1"}, "OPENAI_MODEL"),
+        ({"OPENAI_BASE_URL": "localhost:8000", "OPENAI_MODEL": "m"}, "OPENAI_BASE_URL"),
+        ({"OPENAI_BASE_URL": "http://h/v1", "OPENAI_MODEL": "m", "OPENAI_TIMEOUT": "soon"}, "OPENAI_TIMEOUT"),
+        ({"OPENAI_BASE_URL": "http://h/v1", "OPENAI_MODEL": "m", "OPENAI_MAX_RETRIES": "-1"}, "OPENAI_MAX_RETRIES"),
+        ({"MODEX_OFFLINE_CHUNK_DELAY_MS": "fast"}, "MODEX_OFFLINE_CHUNK_DELAY_MS"),
+    ],
+)
+def test_bad_values_name_the_variable(monkeypatch, env, variable):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ImproperlyConfigured, match=variable):
+        model_from_settings()
+
+
+def test_credentials_in_the_url_are_never_shown(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
+    model = model_from_settings(base_url="https://user:hunter2@llm.example.com:8443/v1", model="m")
+    assert redact_url(model.base_url) == "https://llm.example.com:8443/v1"
+    for text in (repr(model), model.describe()):
+        assert "hunter2" not in text and "sk-very-secret" not in text
