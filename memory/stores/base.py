@@ -133,7 +133,7 @@ class MessageStore(ABC):
         Each stored message gets ``seq = last_seq + 1, + 2, ...`` (any seq given is ignored) and
         a token count if it had none; ids and every other field are kept exactly. Raises
         DuplicateMessage if an id already exists in the scope (live, pruned or deleted) or twice
-        in the batch. Bumps the session version.
+        in the batch. Bumps the session version (an empty batch changes nothing).
         """
 
     @abstractmethod
@@ -147,7 +147,7 @@ class MessageStore(ABC):
     ) -> list[Message]:
         """Live messages in ascending seq order.
 
-        ``after_seq`` keeps only seq > after_seq; ``last`` keeps only the final N of what
+        ``after_seq`` keeps only seq > after_seq; ``last`` (>= 0) keeps only the final N of what
         remains. Reading a window must cost in proportion to the window, not to the session.
         Soft-deleted messages are left out unless ``include_deleted``. Unknown scope: [].
         """
@@ -172,17 +172,25 @@ class MessageStore(ABC):
         tail) and a token count if it had none. Raises ConcurrentChange if the session's version
         is not ``expected_version``; InvalidPrune if ``through_seq`` is not a live message's seq
         or the summary's id is already used. Deleted messages in the range are dropped too.
-        Bumps the version. Pruned messages are gone from the store: the caller keeps them
-        (pruned catalog, archive) before calling this.
+        ``evicted`` holds the live messages removed, in seq order (not the deleted ones); the
+        result's ``summary`` is the summary as stored. Bumps the version. Pruned messages are
+        gone from the store (only their ids are remembered, for DuplicateMessage): the caller
+        keeps them (pruned catalog, archive) before calling this.
         """
 
     @abstractmethod
     def soft_delete(self, scope: Scope, ids: Sequence[str]) -> int:
-        """Hide live messages by id from ``read``; returns how many changed. Bumps the version."""
+        """Hide live messages by id from ``read``; returns how many changed. Unknown, pruned or
+        already deleted ids are ignored. Bumps the version when anything changed."""
 
     @abstractmethod
     def clear(self, scope: Scope) -> None:
-        """Remove the whole session (its messages and head). Idempotent."""
+        """Remove the whole session: its messages, deleted ones and remembered pruned ids. Idempotent.
+
+        The head stays, empty (count 0, tokens 0), and its version and last_seq keep counting:
+        a caller holding a version from before the clear can never prune the new session by
+        mistake, and a seq is never given to two different messages.
+        """
 
     # conveniences
 
@@ -206,7 +214,8 @@ class KVStore(ABC):
 
         ``expected_version=None`` writes unconditionally; an int writes only if the current
         version equals it (``MUST_NOT_EXIST``, 0, for a key that must not exist yet), else
-        raises VersionConflict and writes nothing.
+        raises VersionConflict (``actual`` 0 for a missing key) and writes nothing. Values are
+        valid Unicode text without NUL (else ValueError): PostgreSQL text cannot hold NUL.
         """
 
     @abstractmethod
@@ -231,8 +240,8 @@ class CursorStore(ABC):
 
     @abstractmethod
     def set(self, scope: Scope, consumer: str, position: int, *, expected: int | None | object = ...) -> None:
-        """Store ``position`` atomically. If ``expected`` is given (None meaning "unset"), write
-        only when the current position equals it, else raise ConcurrentChange."""
+        """Store ``position`` (an int >= 0) atomically. If ``expected`` is given (None meaning
+        "unset"), write only when the current position equals it, else raise ConcurrentChange."""
 
     @abstractmethod
     def list(self, scope: Scope) -> dict[str, int]:
@@ -247,7 +256,9 @@ class ArchiveStore(ABC):
         """Store the document and return it with its ``seq`` set (next per scope).
 
         Idempotent by id: putting an id that exists returns the stored document unchanged, so a
-        retried cleanup never duplicates an archive document.
+        retried cleanup never duplicates an archive document. Seqs are never reused, even after
+        a delete (a cursor past a deleted document stays valid). Document ids follow the key
+        rule (InvalidKey otherwise, here and in ``get``/``delete``); metadata holds JSON values.
         """
 
     @abstractmethod
@@ -258,7 +269,8 @@ class ArchiveStore(ABC):
     def list(
         self, scope: Scope, *, after_seq: int | None = None, limit: int | None = None, newest_first: bool = False
     ) -> list[ArchiveDocument]:
-        """Documents ordered by seq (descending if ``newest_first``), after ``after_seq``."""
+        """Documents ordered by seq (descending if ``newest_first``), after ``after_seq``;
+        ``limit`` keeps the first N of that order (so the newest N when ``newest_first``)."""
 
     @abstractmethod
     def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ArchiveHit]:

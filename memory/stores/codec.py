@@ -1,0 +1,170 @@
+"""How stored values become bytes and back, and the argument checks every backend shares.
+
+Both backends store a message as the JSON of ``Message.to_record()`` and an archive document as
+the JSON of ``document_to_record``; keeping the codec in one place keeps them byte-compatible
+(a session can be copied from one backend to the other) and keeps the checks identical, which
+the conformance suite relies on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from memory.messages import Message
+from memory.scopes import Scope
+from memory.stores.base import (
+    ArchiveDocument,
+    DuplicateMessage,
+    InvalidPrune,
+    validate_key,
+)
+
+
+def dumps(data: Any) -> str:
+    """Compact JSON text that keeps non-ASCII readable.
+
+    json.dumps escapes control characters (NUL included), so the text is safe for any database
+    text column; a lone surrogate (legal in a Python str, not in UTF-8) falls back to \\u escapes.
+    """
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
+# -- arguments --------------------------------------------------------------------------------
+
+
+def check_scope(scope: object) -> Scope:
+    if not isinstance(scope, Scope):
+        raise TypeError(f"expected a Scope, got {type(scope).__name__}")
+    return scope
+
+
+def check_batch(messages: Sequence[Message]) -> list[Message]:
+    """The batch as a list; raises TypeError for a non-message, DuplicateMessage for a repeated id."""
+    if isinstance(messages, (str, bytes, Message)) or not isinstance(messages, Sequence):
+        raise TypeError("append takes a sequence of Message")
+    batch = list(messages)
+    seen: set[str] = set()
+    for message in batch:
+        if not isinstance(message, Message):
+            raise TypeError(f"append takes Message values, got {type(message).__name__}")
+        if message.id in seen:
+            raise DuplicateMessage(f"message id {message.id!r} appears twice in one append")
+        seen.add(message.id)
+    return batch
+
+
+def check_window(after_seq: int | None, last: int | None) -> None:
+    if after_seq is not None and (not isinstance(after_seq, int) or isinstance(after_seq, bool)):
+        raise TypeError("after_seq must be an int or None")
+    if last is not None and (not isinstance(last, int) or isinstance(last, bool) or last < 0):
+        raise ValueError("last must be a non-negative int or None")
+
+
+def check_int(value: object, what: str, *, minimum: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+def check_prune_arguments(scope: Scope, through_seq: object, summary: object, expected_version: object) -> None:
+    """Shape checks of a prune request, made before anything is read."""
+    check_int(expected_version, "expected_version", minimum=0)
+    if summary is not None and not isinstance(summary, Message):
+        raise TypeError(f"summary must be a Message or None, got {type(summary).__name__}")
+    if not isinstance(through_seq, int) or isinstance(through_seq, bool) or through_seq < 1:
+        raise InvalidPrune(f"through_seq must be the seq of a live message of {scope}, got {through_seq!r}")
+
+
+def check_expected_version(expected: int | None) -> int | None:
+    return None if expected is None else check_int(expected, "expected_version", minimum=0)
+
+
+def check_kv_value(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"a KV value must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError("a KV value must not contain the NUL character (it cannot be stored portably)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a KV value must be valid Unicode text (it holds a lone surrogate)") from None
+    return value
+
+
+def check_prefix(prefix: object) -> str:
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a string, got {type(prefix).__name__}")
+    return prefix
+
+
+def check_document_id(document_id: object) -> str:
+    return validate_key(document_id, what="archive document id")
+
+
+def check_ids(ids: Sequence[str]) -> list[str]:
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Sequence):
+        raise TypeError("ids must be a sequence of message ids")
+    out: dict[str, None] = {}
+    for value in ids:
+        if not isinstance(value, str):
+            raise TypeError(f"message ids are strings, got {type(value).__name__}")
+        out.setdefault(value, None)
+    return list(out)
+
+
+# -- archive documents ------------------------------------------------------------------------
+
+
+def document_to_record(document: ArchiveDocument) -> dict[str, Any]:
+    if not isinstance(document, ArchiveDocument):
+        raise TypeError(f"expected an ArchiveDocument, got {type(document).__name__}")
+    check_document_id(document.id)
+    for what in ("session", "summary", "title"):
+        if not isinstance(getattr(document, what), str):
+            raise TypeError(f"archive document {what} must be a string")
+    if not isinstance(document.metadata, Mapping):
+        raise TypeError("archive document metadata must be a mapping")
+    if not isinstance(document.created_at, datetime) or document.created_at.tzinfo is None:
+        raise ValueError("archive document created_at must be a timezone-aware datetime")
+    messages = list(document.messages)
+    if not all(isinstance(m, Message) for m in messages):
+        raise TypeError("archive document messages must be Message values")
+    record = {
+        "id": document.id,
+        "seq": document.seq,
+        "session": document.session,
+        "title": document.title,
+        "summary": document.summary,
+        "created_at": document.created_at.isoformat(),
+        "metadata": dict(document.metadata),
+        "messages": [m.to_record() for m in messages],
+    }
+    try:
+        json.dumps(record["metadata"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"archive document metadata must be JSON values: {exc}") from None
+    return record
+
+
+def document_from_record(record: Mapping[str, Any]) -> ArchiveDocument:
+    return ArchiveDocument(
+        id=record["id"],
+        seq=record["seq"],
+        session=record["session"],
+        title=record.get("title", ""),
+        summary=record["summary"],
+        created_at=datetime.fromisoformat(record["created_at"]),
+        metadata=dict(record.get("metadata") or {}),
+        messages=tuple(Message.from_record(m) for m in record.get("messages", ())),
+    )
+

@@ -1,0 +1,193 @@
+"""The SQL backend's ArchiveStore: documents as rows, searched with FTS5 on SQLite.
+
+On SQLite the migration ``0002_archive_fts`` creates the FTS5 table ``memory_archive_fts``
+(rowid = ``ArchiveEntry.id``); this adapter keeps it in sync inside the same transaction as the
+row it indexes, and ranks with ``bm25()``. The query never reaches FTS5 as typed: it is reduced
+to words (memory/stores/textsearch.py), each sent as a quoted string, so ``"``, ``*``, ``OR``
+or ``NEAR(`` in user text are only text. Other databases (PostgreSQL), or a SQLite built without
+FTS5, use a portable path: ``LIKE`` narrows the candidates, the same BM25 ranks them in Python.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import reduce
+from operator import or_
+
+from django.db import IntegrityError, connections, transaction
+from django.db.models import Avg, Count, Q
+
+from memory.models import SCOPE_KEY_LENGTH, ArchiveEntry, ArchiveHead
+from memory.scopes import Scope
+from memory.stores import textsearch
+from memory.stores.base import (
+    ArchiveDocument,
+    ArchiveHit,
+    ArchiveStore,
+    ConcurrentChange,
+)
+from memory.stores.codec import (
+    check_document_id,
+    check_int,
+    document_from_record,
+    document_to_record,
+    dumps,
+)
+from memory.stores.sql_common import (
+    RACE_ATTEMPTS,
+    Raced,
+    column_text,
+    database_errors,
+    scope_key,
+)
+
+FTS_TABLE = "memory_archive_fts"
+
+_fts_present: dict[tuple[str, str], bool] = {}
+
+
+def fts_available(using: str) -> bool:
+    """Whether the database behind ``using`` has the FTS5 table (checked once per database)."""
+    connection = connections[using]
+    if connection.vendor != "sqlite":
+        return False
+    marker = (using, str(connection.settings_dict["NAME"]))
+    if marker not in _fts_present:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM sqlite_master WHERE name = %s", [FTS_TABLE])
+            _fts_present[marker] = cursor.fetchone() is not None
+    return _fts_present[marker]
+
+
+class SqlArchiveStore(ArchiveStore):
+    """``fts=None`` searches with FTS5 when the table exists; ``False`` forces the portable search.
+
+    The FTS5 table, when it exists, is kept in sync whatever ``fts`` says.
+    """
+
+    def __init__(self, using: str = "default", *, fts: bool | None = None) -> None:
+        self.using = using
+        self._fts = fts
+
+    def _indexed(self) -> bool:
+        return fts_available(self.using)
+
+    def _search_with_fts(self) -> bool:
+        return self._indexed() if self._fts is None else self._fts
+
+    def _rows(self, scope: Scope):
+        return ArchiveEntry.objects.using(self.using).filter(scope_key=scope_key(scope))
+
+    @database_errors
+    def put(self, scope: Scope, document: ArchiveDocument) -> ArchiveDocument:
+        record = document_to_record(document)
+        key = scope_key(scope)
+        doc_words = textsearch.words(document.search_text())
+        for _ in range(RACE_ATTEMPTS):
+            try:
+                with transaction.atomic(using=self.using):
+                    existing = self._rows(scope).filter(doc_id=document.id).values_list("data", flat=True).first()
+                    if existing is not None:
+                        return document_from_record(json.loads(existing))
+                    record["seq"] = self._next_seq(key)
+                    entry = ArchiveEntry(
+                        scope_key=key, seq=record["seq"], doc_id=document.id,
+                        session=column_text(document.session, SCOPE_KEY_LENGTH), title=column_text(document.title),
+                        summary=column_text(document.summary), body=" ".join(doc_words), words=len(doc_words),
+                        data=dumps(record), created_at=document.created_at,
+                    )
+                    entry.save(using=self.using, force_insert=True)
+                    if self._indexed():
+                        self._index(entry.pk, entry.body)
+                return document_from_record(record)
+            except (Raced, IntegrityError):
+                continue  # a concurrent put took the seq or the id: look again
+        raise ConcurrentChange(f"the archive of {scope} kept changing during the put; retry")
+
+    def _next_seq(self, key: str) -> int:
+        heads = ArchiveHead.objects.using(self.using)
+        head = heads.select_for_update().filter(scope_key=key).first() or heads.create(scope_key=key)
+        if not heads.filter(pk=head.pk, last_seq=head.last_seq).update(last_seq=head.last_seq + 1):
+            raise Raced
+        return head.last_seq + 1
+
+    def _index(self, rowid: int, body: str) -> None:
+        table = connections[self.using].ops.quote_name(FTS_TABLE)
+        with connections[self.using].cursor() as cursor:
+            # A stale row can exist if ids were reused (e.g. after a flush that skipped this table).
+            cursor.execute(f"DELETE FROM {table} WHERE rowid = %s", [rowid])
+            cursor.execute(f"INSERT INTO {table} (rowid, body) VALUES (%s, %s)", [rowid, body])
+
+    @database_errors
+    def get(self, scope: Scope, document_id: str) -> ArchiveDocument | None:
+        document_id = check_document_id(document_id)
+        data = self._rows(scope).filter(doc_id=document_id).values_list("data", flat=True).first()
+        return None if data is None else document_from_record(json.loads(data))
+
+    @database_errors
+    def list(self, scope: Scope, *, after_seq: int | None = None, limit: int | None = None,
+             newest_first: bool = False) -> list[ArchiveDocument]:
+        rows = self._rows(scope)
+        if after_seq is not None:
+            rows = rows.filter(seq__gt=check_int(after_seq, "after_seq"))
+        rows = rows.order_by("-seq" if newest_first else "seq").values_list("data", flat=True)
+        if limit is not None:
+            rows = rows[: check_int(limit, "limit", minimum=0)]
+        return [document_from_record(json.loads(data)) for data in rows]
+
+    @database_errors
+    def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ArchiveHit]:
+        terms = textsearch.query_terms(query)
+        check_int(limit, "limit")
+        if not terms or limit <= 0:
+            return []
+        key = scope_key(scope)
+        search = self._search_fts if self._search_with_fts() else self._search_portable
+        ranked = search(key, terms, limit)
+        data = dict(ArchiveEntry.objects.using(self.using).filter(pk__in=[pk for pk, _ in ranked])
+                    .values_list("pk", "data"))
+        hits = []
+        for pk, score in ranked:
+            if pk in data:
+                document = document_from_record(json.loads(data[pk]))
+                hits.append(ArchiveHit(document, score, textsearch.snippet(document.search_text(), terms)))
+        return hits
+
+    def _search_fts(self, key: str, terms: list[str], limit: int) -> list[tuple[int, float]]:
+        connection = connections[self.using]
+        fts = connection.ops.quote_name(FTS_TABLE)
+        entries = connection.ops.quote_name(ArchiveEntry._meta.db_table)
+        sql = (
+            f"SELECT e.id, bm25({fts}) AS rank FROM {fts} JOIN {entries} e ON e.id = {fts}.rowid "
+            f"WHERE {fts} MATCH %s AND e.scope_key = %s ORDER BY rank, e.seq DESC LIMIT %s"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [textsearch.fts_match_expression(terms), key, limit])
+            # bm25() is lower for better matches; scores are higher-is-better.
+            return [(pk, -rank) for pk, rank in cursor.fetchall()]
+
+    def _search_portable(self, key: str, terms: list[str], limit: int) -> list[tuple[int, float]]:
+        rows = ArchiveEntry.objects.using(self.using).filter(scope_key=key)
+        stats = rows.aggregate(n=Count("pk"), avg=Avg("words"))
+        # body holds folded words, so a plain (case-sensitive on PostgreSQL) LIKE is enough to
+        # find every document holding a term; BM25 then discards mere substring matches.
+        candidates = rows.filter(reduce(or_, (Q(body__contains=t) for t in terms))).order_by("-seq")
+        ranked = textsearch.bm25(
+            terms, ((pk, body.split()) for pk, body in candidates.values_list("pk", "body")),
+            total_docs=stats["n"], average_length=float(stats["avg"] or 0),
+        )
+        return [(scored.key, scored.score) for scored in ranked[:limit]]
+
+    @database_errors
+    def delete(self, scope: Scope, document_id: str) -> bool:
+        document_id = check_document_id(document_id)
+        with transaction.atomic(using=self.using):
+            pk = self._rows(scope).filter(doc_id=document_id).values_list("pk", flat=True).first()
+            if pk is None:
+                return False
+            ArchiveEntry.objects.using(self.using).filter(pk=pk).delete()
+            if self._indexed():
+                table = connections[self.using].ops.quote_name(FTS_TABLE)
+                with connections[self.using].cursor() as cursor:
+                    cursor.execute(f"DELETE FROM {table} WHERE rowid = %s", [pk])
+            return True

@@ -1,0 +1,58 @@
+"""Helpers shared by the SQL adapters (memory/stores/sql.py, memory/stores/sql_archive.py)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from django.db import InterfaceError, OperationalError
+
+from memory.models import SCOPE_KEY_LENGTH
+from memory.scopes import Scope
+from memory.stores.base import StorageUnavailable
+from memory.stores.codec import check_scope
+
+#: Conditional updates that lose a race (possible only without row locks) are retried this often.
+RACE_ATTEMPTS = 5
+_IN_CHUNK = 500
+
+T = TypeVar("T")
+
+
+class Raced(Exception):
+    """Internal: a conditional update matched no row because another writer got there first."""
+
+
+def scope_key(scope: Scope) -> str:
+    """The ``scope_key`` column value: the scope's key, or a digest if it is too long to index."""
+    key = check_scope(scope).key()
+    if len(key) <= SCOPE_KEY_LENGTH:
+        return key
+    # Real keys start with a kind and ':' (or are 'global'), so a digest can never equal one.
+    return "sha256-" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def database_errors(func: Callable[..., T]) -> Callable[..., T]:
+    """Turn driver failures (locked or vanished database, disk full) into StorageUnavailable."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return func(*args, **kwargs)
+        except (OperationalError, InterfaceError) as exc:
+            raise StorageUnavailable(f"the database failed: {exc}") from exc
+
+    return wrapper
+
+
+def chunks(items: Sequence[T], size: int = _IN_CHUNK) -> list[Sequence[T]]:
+    """Slices small enough for an ``IN (...)`` list on every database."""
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def column_text(text: str, limit: int | None = None) -> str:
+    """Text for a plain column: without NUL (PostgreSQL rejects it); the JSON keeps the original."""
+    text = text.replace("\x00", "")
+    return text if limit is None else text[:limit]

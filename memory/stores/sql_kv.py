@@ -1,0 +1,136 @@
+"""The SQL backend's KVStore and CursorStore (see memory/stores/sql.py for the conventions)."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from memory.models import ConsumerCursor, KVEntry
+from memory.scopes import Scope
+from memory.stores.base import ConcurrentChange, CursorStore, KVItem, KVStore, VersionConflict, validate_key
+from memory.stores.codec import check_expected_version, check_int, check_kv_value, check_prefix
+from memory.stores.sql_common import RACE_ATTEMPTS, Raced, database_errors, scope_key
+
+_UNSET = ...
+
+
+class SqlKVStore(KVStore):
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+
+    def _rows(self, key: str):
+        return KVEntry.objects.using(self.using).filter(scope_key=key)
+
+    @staticmethod
+    def _item(scope: Scope, row: KVEntry) -> KVItem:
+        return KVItem(scope=scope, key=row.key, value=row.value, version=row.version, updated_at=row.updated_at)
+
+    def _conflict(self, scope: Scope, key: str, name: str, expected: int) -> VersionConflict:
+        actual = self._rows(key).filter(key=name).values_list("version", flat=True).first() or 0
+        return VersionConflict(f"{name} in {scope} is at version {actual}, not {expected}; re-read it and retry",
+                               expected=expected, actual=actual)
+
+    @database_errors
+    def get(self, scope: Scope, key: str) -> KVItem | None:
+        name = validate_key(key)
+        row = self._rows(scope_key(scope)).filter(key=name).first()
+        return None if row is None else self._item(scope, row)
+
+    @database_errors
+    def put(self, scope: Scope, key: str, value: str, *, expected_version: int | None = None) -> KVItem:
+        name = validate_key(key)
+        value = check_kv_value(value)
+        expected = check_expected_version(expected_version)
+        skey = scope_key(scope)
+        for _ in range(RACE_ATTEMPTS):
+            now = timezone.now()
+            try:
+                with transaction.atomic(using=self.using):
+                    row = self._rows(skey).select_for_update().filter(key=name)
+                    current = row.values_list("version", flat=True).first()
+                    actual = current or 0
+                    if expected is not None and expected != actual:
+                        raise VersionConflict(
+                            f"{name} in {scope} is at version {actual}, not {expected}; re-read it and retry",
+                            expected=expected, actual=actual)
+                    if current is None:
+                        KVEntry.objects.using(self.using).create(scope_key=skey, key=name, value=value, version=1,
+                                                                 updated_at=now)
+                    elif not self._rows(skey).filter(key=name, version=actual).update(
+                            value=value, version=actual + 1, updated_at=now):
+                        raise Raced
+                return KVItem(scope=scope, key=name, value=value, version=actual + 1, updated_at=now)
+            except (Raced, IntegrityError):
+                if expected is not None:
+                    raise self._conflict(scope, skey, name, expected) from None
+        raise ConcurrentChange(f"{name} in {scope} kept changing; retry")
+
+    @database_errors
+    def delete(self, scope: Scope, key: str, *, expected_version: int | None = None) -> bool:
+        name = validate_key(key)
+        expected = check_expected_version(expected_version)
+        skey = scope_key(scope)
+        rows = self._rows(skey).filter(key=name)
+        with transaction.atomic(using=self.using):
+            if expected is None:
+                return rows.delete()[0] > 0
+            if expected == 0:
+                if rows.exists():
+                    raise self._conflict(scope, skey, name, expected)
+                return False
+            if rows.filter(version=expected).delete()[0]:
+                return True
+            raise self._conflict(scope, skey, name, expected)
+
+    @database_errors
+    def list(self, scope: Scope, *, prefix: str = "") -> list[KVItem]:
+        prefix = check_prefix(prefix)
+        rows = self._rows(scope_key(scope))
+        if prefix:
+            rows = rows.filter(key__startswith=prefix)
+        # Filter and sort in Python: SQLite's LIKE ignores case and collations differ by database.
+        items = [self._item(scope, row) for row in rows if row.key.startswith(prefix)]
+        return sorted(items, key=lambda item: item.key)
+
+
+class SqlCursorStore(CursorStore):
+    def __init__(self, using: str = "default") -> None:
+        self.using = using
+
+    def _rows(self, scope: Scope):
+        return ConsumerCursor.objects.using(self.using).filter(scope_key=scope_key(scope))
+
+    @database_errors
+    def get(self, scope: Scope, consumer: str) -> int | None:
+        name = validate_key(consumer, what="consumer name")
+        return self._rows(scope).filter(consumer=name).values_list("position", flat=True).first()
+
+    @database_errors
+    def set(self, scope: Scope, consumer: str, position: int, *, expected: int | None | object = _UNSET) -> None:
+        name = validate_key(consumer, what="consumer name")
+        check_int(position, "cursor position", minimum=0)
+        if expected is not _UNSET and expected is not None:
+            check_int(expected, "expected position")
+        for _ in range(RACE_ATTEMPTS):
+            try:
+                with transaction.atomic(using=self.using):
+                    rows = self._rows(scope).filter(consumer=name)
+                    actual = rows.select_for_update().values_list("position", flat=True).first()
+                    if expected is not _UNSET and actual != expected:
+                        raise ConcurrentChange(
+                            f"cursor {name!r} of {scope} is at {actual}, not {expected}; re-read and retry")
+                    now = timezone.now()
+                    if actual is None:
+                        ConsumerCursor.objects.using(self.using).create(
+                            scope_key=scope_key(scope), consumer=name, position=position, updated_at=now)
+                    elif not rows.filter(position=actual).update(position=position, updated_at=now):
+                        raise Raced
+                return
+            except (Raced, IntegrityError):
+                if expected is not _UNSET:
+                    raise ConcurrentChange(f"cursor {name!r} of {scope} changed meanwhile; re-read and retry") from None
+        raise ConcurrentChange(f"cursor {name!r} of {scope} kept changing; retry")
+
+    @database_errors
+    def list(self, scope: Scope) -> dict[str, int]:
+        return dict(sorted(self._rows(scope).values_list("consumer", "position")))

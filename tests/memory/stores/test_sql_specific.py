@@ -1,0 +1,176 @@
+"""The SQL backend's own promises: FTS5 on SQLite, constant-cost appends, atomic prunes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from memory.models import ArchiveEntry, PrunedMessageId, SessionHead, StoredMessage
+from memory.scopes import CompositeScope, SessionScope, UserScope
+from memory.stores import sql_archive
+from memory.stores.base import ArchiveDocument, KVItem
+from memory.stores.base import SessionHead as HeadValue
+from memory.stores.sql import (
+    SqlArchiveStore,
+    SqlCursorStore,
+    SqlKVStore,
+    SqlMessageStore,
+    open_bundle,
+    scope_key,
+)
+
+from .helpers import conversation, summary, user
+from .test_archive import FILLER
+
+pytestmark = pytest.mark.django_db
+S = SessionScope("abc")
+
+
+@pytest.fixture
+def messages() -> SqlMessageStore:
+    return SqlMessageStore()
+
+
+def fts_rows() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {sql_archive.FTS_TABLE}")
+        return cursor.fetchone()[0]
+
+
+def test_bundle_is_the_four_adapters():
+    bundle = open_bundle()
+    assert bundle.backend == "sqlite"
+    assert [type(s) for s in (bundle.messages, bundle.kv, bundle.cursors, bundle.archive)] == [
+        SqlMessageStore, SqlKVStore, SqlCursorStore, SqlArchiveStore]
+    assert SqlMessageStore(using="other").using == "other"
+
+
+def test_the_fts5_table_exists_and_is_used(monkeypatch):
+    assert connection.vendor == "sqlite"
+    assert sql_archive.fts_available("default")
+    store = SqlArchiveStore()
+    stored = store.put(S, ArchiveDocument(session="session:abc", summary=f"kubernetes. {FILLER}"))
+    assert fts_rows() == 1
+
+    def no_fallback(*args, **kwargs):
+        raise AssertionError("the portable search ran although FTS5 is available")
+
+    monkeypatch.setattr(SqlArchiveStore, "_search_portable", no_fallback)
+    assert [h.document.id for h in store.search(S, "kubernetes")] == [stored.id]
+    store.delete(S, stored.id)
+    assert fts_rows() == 0
+
+
+def test_hostile_text_reaches_fts5_only_as_quoted_words():
+    assert sql_archive.textsearch.fts_match_expression(["near", "or"]) == '"near" OR "or"'
+    store = SqlArchiveStore()
+    store.put(S, ArchiveDocument(session="s", summary=f"NEAR the OR gate. {FILLER}"))
+    assert len(store.search(S, 'NEAR( "OR" * -x ^y body:z')) == 1
+
+
+@pytest.mark.parametrize("fts", [True, False])
+def test_both_search_paths_rank_alike(fts):
+    store = SqlArchiveStore(fts=fts)
+    once = store.put(S, ArchiveDocument(session="s", summary=f"postgres. {FILLER}"))
+    store.put(S, ArchiveDocument(session="s", summary=FILLER))
+    thrice = store.put(S, ArchiveDocument(session="s", summary=f"postgres postgres postgres. {FILLER}"))
+    store.put(UserScope("other"), ArchiveDocument(session="s", summary="postgres " * 20))
+    hits = store.search(S, "Postgres!")
+    assert [h.document.id for h in hits] == [thrice.id, once.id]
+    assert hits[0].score > hits[1].score > 0
+    assert store.search(S, "post") == [], "substrings are not words"
+
+
+def test_the_fts_index_is_kept_even_when_searching_without_it():
+    SqlArchiveStore(fts=False).put(S, ArchiveDocument(session="s", summary="indexed anyway"))
+    assert fts_rows() == 1
+
+
+def test_message_data_is_json_text_without_raw_nul(messages):
+    messages.append(S, [user("nul \x00 byte")])
+    row = StoredMessage.objects.get()
+    assert "\x00" not in row.data
+    assert json.loads(row.data)["content"] == "nul \x00 byte"
+    assert (row.scope_key, row.seq, row.role, row.kind) == ("session:abc", 1, "user", "message")
+
+
+def test_values_are_frozen_dataclasses_not_models(messages):
+    messages.append(S, [user()])
+    assert type(messages.head(S)) is HeadValue
+    assert type(SqlKVStore().put(S, "k", "v")) is KVItem
+    assert not isinstance(messages.read(S)[0], StoredMessage)
+
+
+def test_append_costs_the_same_whatever_the_session_length(messages):
+    short, long = SessionScope("short"), SessionScope("long")
+    messages.append(short, conversation(2))
+    messages.append(long, conversation(2))
+    for _ in range(20):
+        messages.append(long, conversation(50))
+    counts = []
+    for scope in (short, long):
+        with CaptureQueriesContext(connection) as queries:
+            messages.append(scope, [user("one more")])
+        counts.append(len(queries))
+    assert counts[0] == counts[1] <= 8, counts
+
+
+def test_tail_read_is_one_indexed_query(messages):
+    messages.append(S, conversation(300))
+    with CaptureQueriesContext(connection) as queries:
+        assert len(messages.read(S, last=5)) == 5
+    assert len(queries) == 1
+    sql = queries[0]["sql"]
+    assert "LIMIT 5" in sql
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql)
+        plan = " ".join(str(row) for row in cursor.fetchall())
+    assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, plan
+    assert "TEMP B-TREE" not in plan, f"the tail must come from the index order: {plan}"
+
+
+def test_a_failed_prune_rolls_back_everything(messages, monkeypatch):
+    stored = messages.append(S, conversation(6))
+    before = messages.read(S), messages.head(S)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk full at the last step")
+
+    monkeypatch.setattr(SqlMessageStore, "_advance", fail)
+    with pytest.raises(RuntimeError):
+        messages.prune(S, through_seq=4, summary=summary(), expected_version=before[1].version)
+    monkeypatch.undo()
+    assert (messages.read(S), messages.head(S)) == before
+    assert PrunedMessageId.objects.count() == 0
+    assert StoredMessage.objects.count() == len(stored)
+
+
+def test_pruned_ids_are_remembered_until_clear(messages):
+    messages.append(S, conversation(5))
+    messages.prune(S, through_seq=3, summary=summary(), expected_version=messages.head(S).version)
+    assert PrunedMessageId.objects.filter(scope_key="session:abc").count() == 3
+    assert SessionHead.objects.get(scope_key="session:abc").pruned == 3
+    messages.clear(S)
+    assert PrunedMessageId.objects.count() == 0 and StoredMessage.objects.count() == 0
+    assert SessionHead.objects.get(scope_key="session:abc").count == 0
+
+
+def test_long_scope_keys_are_digested_not_truncated(messages):
+    parts = [UserScope(f"{i:03d}" + "y" * 120) for i in range(6)]
+    wide, wider = CompositeScope(*parts[:5]), CompositeScope(*parts)
+    assert scope_key(wide).startswith("sha256-") and scope_key(wide) != scope_key(wider)
+    messages.append(wide, [user("five")])
+    messages.append(wider, [user("six")])
+    assert [m.content for m in messages.read(wide)] == ["five"]
+    assert [m.content for m in messages.read(wider)] == ["six"]
+
+
+def test_archive_columns_hold_text_without_nul():
+    SqlArchiveStore().put(S, ArchiveDocument(session="session:abc", summary="sum\x00mary", title="ti\x00tle"))
+    row = ArchiveEntry.objects.get()
+    assert (row.title, row.summary) == ("title", "summary")
+    assert json.loads(row.data)["summary"] == "sum\x00mary"
+    assert SqlArchiveStore().get(S, row.doc_id).summary == "sum\x00mary"
