@@ -1,0 +1,280 @@
+"""ContextAssembler: builds one model request from instructions, memory and the session.
+
+The request, in order:
+
+1. one system message: the agent's instructions, then the memory sections in pipeline order
+   (core memory → archive summaries → pruned catalog), then the supplement sections (e.g.
+   ``<available_experiences>``), separated by blank lines;
+2. the tool schemas (sent beside the messages; counted as the "tools" section);
+3. the session's newest messages that fit, repaired and passed through governance.
+
+Assembly is read-only: nothing is written to any store, so the persisted session is the same
+before and after. It ends by dispatching CONTEXT_ASSEMBLED with the token account the chat
+meter shows: one line per section (system, each memory/supplement section, tools, messages)
+plus the total against the window and the compression threshold.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from memory.assembly.archive import ArchiveSummaryProvider
+from memory.assembly.base import AssemblyContext, MemoryProvider, Section
+from memory.assembly.core import CoreMemoryProvider
+from memory.assembly.governance import GovernancePolicy, GovernanceReport
+from memory.assembly.pruned import PrunedProvider
+from memory.assembly.window import WindowTooSmall, read_tail, select
+from memory.compression.pruned import PrunedCatalog
+from memory.config import MemoryConfig
+from memory.hooks import ContextAssembled, MemoryHookDispatcher, MemoryHookPoint, SectionAccount
+from memory.messages import Message
+from memory.scopes import Scope, SessionScope
+from memory.stores.base import MemoryStoreBundle
+from memory.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, count_text
+from memory.transcript import Repair
+
+SYSTEM = "system"
+TOOLS = "tools"
+MESSAGES = "messages"
+SECTION_SEPARATOR = "\n\n"
+
+# Room left for the model's reply when the caller does not say: an eighth of the window, at
+# most 1024 tokens.
+_DEFAULT_RESERVE_CAP = 1024
+
+
+class AssemblyError(Exception):
+    """Base of the errors context assembly raises on purpose."""
+
+
+class ContextOverflow(AssemblyError):
+    """The fixed parts (instructions, sections, tools) leave no room for the newest message."""
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledContext:
+    """One assembled request and its token account.
+
+    ``messages`` are OpenAI wire dicts (system message first, then the session messages'
+    ``to_wire()``); ``tools`` the schemas as given. ``account`` lists every section with its
+    tokens and items; ``total_tokens`` is the whole request's count, equal to the sum of the
+    account plus ``overhead_tokens`` (message framing, section separators, reply priming).
+    ``session_messages`` are the governed copies sent; ``omitted_messages`` counts live
+    messages too old for the window; ``truncated`` holds the ids of messages shortened to fit;
+    ``messages_read`` is what the store returned (the cost of the turn).
+    """
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    sections: tuple[Section, ...]
+    account: tuple[SectionAccount, ...]
+    total_tokens: int
+    overhead_tokens: int
+    window: int
+    threshold: int
+    reply_reserve: int
+    session_messages: tuple[Message, ...]
+    omitted_messages: int
+    truncated: tuple[str, ...]
+    repairs: tuple[Repair, ...]
+    governance: GovernanceReport
+    messages_read: int
+
+    def event(self, *, session: SessionScope) -> ContextAssembled:
+        """The CONTEXT_ASSEMBLED event for this context."""
+        return ContextAssembled(
+            session=session,
+            sections=self.account,
+            total_tokens=self.total_tokens,
+            window=self.window,
+            threshold=self.threshold,
+        )
+
+
+def default_pipeline(
+    *, catalog: PrunedCatalog, core_caps: Mapping[str, int] | None = None
+) -> tuple[MemoryProvider, ...]:
+    """The memory pipeline in its fixed order: core memory, archive summaries, pruned catalog."""
+    return (CoreMemoryProvider(caps=core_caps), ArchiveSummaryProvider(), PrunedProvider(catalog=catalog))
+
+
+def tools_tokens(tools: Sequence[Mapping[str, Any]]) -> int:
+    """The token cost of the tool schemas, counted as their compact JSON."""
+    if not tools:
+        return 0
+    return count_text(json.dumps(list(tools), ensure_ascii=False, separators=(",", ":")))
+
+
+class ContextAssembler:
+    """Assembles requests for any agent over one store bundle.
+
+    ``pipeline`` is the list of memory providers, run in list order (use ``default_pipeline``);
+    ``hooks`` receives CONTEXT_ASSEMBLED (None: nobody listens); ``governance`` is the lens
+    applied to the session messages; ``reply_reserve`` tokens of the window are kept free for
+    the model's answer (default: an eighth of the window, at most 1024).
+    """
+
+    def __init__(
+        self,
+        *,
+        stores: MemoryStoreBundle,
+        pipeline: Sequence[MemoryProvider],
+        hooks: MemoryHookDispatcher | None = None,
+        governance: GovernancePolicy | None = None,
+        reply_reserve: int | None = None,
+    ) -> None:
+        if reply_reserve is not None and reply_reserve < 0:
+            raise ValueError("reply_reserve must not be negative")
+        self._stores = stores
+        self._pipeline = tuple(pipeline)
+        self._hooks = hooks
+        self._governance = governance or GovernancePolicy()
+        self._reply_reserve = reply_reserve
+
+    def assemble(
+        self,
+        *,
+        session: SessionScope,
+        config: MemoryConfig,
+        agent: str,
+        user: str | None = None,
+        instructions: str = "",
+        tools: Sequence[Mapping[str, Any]] = (),
+        supplements: Sequence[MemoryProvider] = (),
+        archive_scope: Scope | None = None,
+    ) -> AssembledContext:
+        """Build the request for the next model call of ``session`` and dispatch CONTEXT_ASSEMBLED.
+
+        ``supplements`` are extra providers (e.g. experiences) rendered after the memory
+        pipeline. Raises ContextOverflow when the instructions, sections and tools leave no
+        room for even a truncated newest message.
+        """
+        context = self._build(
+            session=session,
+            config=config,
+            agent=agent,
+            user=user,
+            instructions=instructions,
+            tools=tools,
+            supplements=supplements,
+            archive_scope=archive_scope,
+        )
+        if self._hooks is not None:
+            self._hooks.dispatch(MemoryHookPoint.CONTEXT_ASSEMBLED, context.event(session=session))
+        return context
+
+    async def aassemble(
+        self,
+        *,
+        session: SessionScope,
+        config: MemoryConfig,
+        agent: str,
+        user: str | None = None,
+        instructions: str = "",
+        tools: Sequence[Mapping[str, Any]] = (),
+        supplements: Sequence[MemoryProvider] = (),
+        archive_scope: Scope | None = None,
+    ) -> AssembledContext:
+        """``assemble`` for async callers: store reads run in a worker thread (thread-sensitive,
+        so the ORM-backed stores are safe), hooks are awaited with ``adispatch``."""
+        context = await sync_to_async(self._build, thread_sensitive=True)(
+            session=session,
+            config=config,
+            agent=agent,
+            user=user,
+            instructions=instructions,
+            tools=tools,
+            supplements=supplements,
+            archive_scope=archive_scope,
+        )
+        if self._hooks is not None:
+            await self._hooks.adispatch(MemoryHookPoint.CONTEXT_ASSEMBLED, context.event(session=session))
+        return context
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def reply_reserve(self, config: MemoryConfig) -> int:
+        if self._reply_reserve is not None:
+            return min(self._reply_reserve, config.context_window // 2)
+        return min(_DEFAULT_RESERVE_CAP, config.context_window // 8)
+
+    def _build(
+        self,
+        *,
+        session: SessionScope,
+        config: MemoryConfig,
+        agent: str,
+        user: str | None,
+        instructions: str,
+        tools: Sequence[Mapping[str, Any]],
+        supplements: Sequence[MemoryProvider],
+        archive_scope: Scope | None,
+    ) -> AssembledContext:
+        reserve = self.reply_reserve(config)
+        limit = config.context_window - reserve
+        tool_cost = tools_tokens(tools)
+        instruction_cost = count_text(instructions)
+
+        # The tail is read before the providers run (the pruned catalog needs to know which
+        # seqs are live), for the largest budget messages could get; sections only shrink it.
+        upper = limit - MESSAGE_OVERHEAD - instruction_cost - tool_cost - REPLY_PRIMING
+        tail = read_tail(store=self._stores.messages, session=session, budget=upper, policy=self._governance)
+
+        ctx = AssemblyContext(
+            session=session,
+            config=config,
+            stores=self._stores,
+            agent=agent,
+            user=user,
+            live_seqs=tail.live_seqs,
+            first_live_seq=tail.first_live_seq,
+            archive_scope=archive_scope,
+        )
+        sections = tuple(
+            section for provider in (*self._pipeline, *supplements) if (section := provider.provide(ctx)) is not None
+        )
+
+        parts = [text for text in (instructions, *(s.text for s in sections)) if text]
+        system_text = SECTION_SEPARATOR.join(parts)
+        system_cost = MESSAGE_OVERHEAD + count_text(system_text) if system_text else 0
+        budget = limit - system_cost - tool_cost - REPLY_PRIMING
+        try:
+            chosen = select(tail, budget=budget)
+        except WindowTooSmall as exc:
+            raise ContextOverflow(
+                f"the context window ({config.context_window} tokens, {reserve} kept for the reply) is too "
+                f"small: instructions take {instruction_cost}, sections "
+                f"{', '.join(f'{s.name} {s.tokens}' for s in sections) or 'none'}, tools {tool_cost}; {exc}"
+            ) from None
+
+        account = (
+            SectionAccount(SYSTEM, instruction_cost, 1 if instructions else 0),
+            *(SectionAccount(s.name, s.tokens, s.items) for s in sections),
+            SectionAccount(TOOLS, tool_cost, len(tools)),
+            SectionAccount(MESSAGES, chosen.tokens, len(chosen.messages)),
+        )
+        total = system_cost + tool_cost + chosen.tokens + REPLY_PRIMING
+        wire = [{"role": "system", "content": system_text}] if system_text else []
+        wire.extend(m.to_wire() for m in chosen.messages)
+        return AssembledContext(
+            messages=wire,
+            tools=[dict(t) for t in tools],
+            sections=sections,
+            account=account,
+            total_tokens=total,
+            overhead_tokens=total - sum(a.tokens for a in account),
+            window=config.context_window,
+            threshold=config.threshold,
+            reply_reserve=reserve,
+            session_messages=chosen.messages,
+            omitted_messages=chosen.omitted,
+            truncated=chosen.truncated,
+            repairs=tail.repairs,
+            governance=tail.governance,
+            messages_read=tail.read_count,
+        )

@@ -1,0 +1,91 @@
+"""The provider contract of context assembly.
+
+A *provider* turns one memory tier into one *section* of the system prompt::
+
+    class MemoryProvider(ABC):
+        name: str                       # the section's name in the token account
+        def provide(self, ctx: AssemblyContext) -> Section | None: ...
+
+``provide`` reads what it needs through ``ctx`` (stores, config, who is talking), renders
+well-formed XML with ``memory.assembly.xml``, stays within its own token budget, and returns
+None when its tier is off or has nothing to say. Providers carry no numeric priority: the
+assembler runs them in the order of its pipeline list (core memory, archive summaries, pruned
+catalog), then the supplement providers (e.g. ``<available_experiences>``) in theirs.
+Providers must not write anything: assembly is read-only.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from memory.config import MemoryConfig
+from memory.scopes import AgentScope, CompositeScope, Scope, SessionScope, UserScope
+from memory.stores.base import MemoryStoreBundle
+from memory.tokens import count_text
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One rendered section of the system prompt.
+
+    ``name`` is its line in the token account (e.g. "core memory"), ``tag`` its outermost
+    XML tag (informational when a section holds several elements), ``text`` the rendered XML,
+    ``tokens`` the token count of ``text``, ``items`` how many things it holds (files,
+    documents, catalog entries).
+    """
+
+    name: str
+    tag: str
+    text: str
+    tokens: int
+    items: int
+
+    @classmethod
+    def of(cls, *, name: str, tag: str, text: str, items: int) -> Section:
+        """A section whose token count is computed from ``text``."""
+        return cls(name=name, tag=tag, text=text, tokens=count_text(text), items=items)
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyContext:
+    """Everything a provider may look at for one turn. Read-only by contract.
+
+    ``live_seqs`` holds the seqs of the live (non-summary) session messages the assembler
+    read for this turn, and ``first_live_seq`` the first of them (exact when the whole live
+    session was read, else the first of the window read). Pruned catalog entries at or after
+    ``first_live_seq`` belong to a cleanup that has not committed: the messages are still in
+    the session. ``archive_scope`` is where this agent's archive documents for this user live.
+    """
+
+    session: SessionScope
+    config: MemoryConfig
+    stores: MemoryStoreBundle
+    agent: str
+    user: str | None = None
+    live_seqs: frozenset[int] = field(default_factory=frozenset)
+    first_live_seq: int | None = None
+    archive_scope: Scope | None = None
+
+    def resolved_archive_scope(self) -> Scope:
+        """``archive_scope`` if given; else the agent+user composite (the agent's own when no user)."""
+        if self.archive_scope is not None:
+            return self.archive_scope
+        if self.user is None:
+            return AgentScope(self.agent)
+        return CompositeScope(AgentScope(self.agent), UserScope(self.user))
+
+
+class MemoryProvider(ABC):
+    """Renders one tier into a Section. Subclasses set ``name`` and implement ``provide``."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def provide(self, ctx: AssemblyContext) -> Section | None:
+        """The section for this turn, or None when the tier is off or empty.
+
+        Must not write to any store, must return well-formed XML whatever the stored content,
+        and must keep ``Section.tokens`` within the provider's budget.
+        """

@@ -1,0 +1,411 @@
+"""The cleanup pipeline: compact a session that crossed its threshold, losing nothing.
+
+In order (the steps live in ``memory.compression.steps``, one function each):
+
+1. ``head.tokens`` vs ``config.threshold``: skip unless over it (or ``force``).
+2. Take the session's cleanup lease (``memory.locks``): cleanups of one session never overlap,
+   across processes wherever the KV store is shared.
+3. Dispatch CLEANUP_TRIGGERED.
+4. ``choose``: the tool-chain-safe prune boundary keeping a tail of ``config.keep`` tokens.
+5. ``summarize``: the structured compact summary, the previous one merged in (a deterministic
+   fallback when the summarizer fails; never an exception, never a loop).
+6. ``save_intent``: the planned cut and its summary, in the session's KV (``cleanup.pending``).
+7. ``write_catalog``: the evicted messages into the pruned catalog.
+8. ``write_archive``: when ``config.archive_enabled`` and an archive scope is given, one archive
+   document (id derived from session + through_seq).
+9. ``commit``: ``prune(through_seq, [compact_summary], expected_version)``. A concurrent append
+   changes the version but not the evicted range, so the commit is retried (bounded).
+10. ``clear_intent``, then dispatch CLEANUP_FINISHED.
+
+Why this is safe: every step before the commit only adds data, and the commit is one atomic
+store operation, so a crash anywhere leaves the old session or the new one. The intent makes
+the next cleanup finish the *same* cut with the *same* summary, even if messages were appended
+meanwhile (the catalog write is idempotent per message, the archive put per id, and the
+summarizer is not called again), so each message ends up exactly once in the session or the
+catalog (and the archive), in order. Catalog blocks of a cut not yet committed are those whose
+seq is still live (``memory.compression.pruned.first_uncommitted_seq``).
+
+Cost: one cleanup reads the live session (bounded by the threshold) and writes what it evicts;
+nothing in it reads the whole history, so it costs the same after 100 or 100,000 messages.
+
+Sync and async: ``arun_cleanup`` is the implementation (the runtime is async). Store calls go
+through ``sync_to_async`` (thread-sensitive), so the Django ORM backend is safe from async code;
+``run_cleanup`` is the sync entry point for tasks and management commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import async_to_sync
+
+from memory.compression import steps
+from memory.compression.pruned import PrunedCatalog
+from memory.compression.steps import INTENT_KEY, LEASE_NAME, Abort, CleanupIntent, CleanupRun, derived_id, io
+from memory.compression.summary import SummaryOptions, Summarizer, summary_budget
+from memory.config import MemoryConfig
+from memory.hooks import CleanupFinished, CleanupTriggered, MemoryHookDispatcher, MemoryHookPoint
+from memory.locks import LeaseBusy, LeaseLost, acquire_lease, default_holder, release_lease
+from memory.messages import Message, utcnow
+from memory.scopes import Scope, SessionScope
+from memory.stores.base import MemoryStoreBundle, SessionHead
+from memory.tokens import message_tokens
+
+DEFAULT_LEASE_TTL = 600.0
+
+
+class CleanupStatus(enum.StrEnum):
+    """How a cleanup ended. Only COMMITTED changed the session."""
+
+    COMMITTED = "committed"  # the prune was committed
+    SKIPPED = "skipped"  # under the threshold and not forced
+    NOTHING_TO_EVICT = "nothing_to_evict"  # everything after the compact summary fits in keep_tokens
+    BUSY = "busy"  # another cleanup of this session holds the lease
+    ABORTED = "aborted"  # the session changed under the cleanup, or the lease was lost; nothing committed
+
+
+class CleanupFailed(Exception):
+    """A step of the cleanup failed (disk full, store down); ``step`` names it.
+
+    The message says what state the session is in; in every case the next cleanup resumes.
+    """
+
+    def __init__(self, message: str, *, step: str, session: SessionScope) -> None:
+        super().__init__(message)
+        self.step = step
+        self.session = session
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupResult:
+    """What a cleanup did, with the figures the hooks and the meter report."""
+
+    status: CleanupStatus
+    session: SessionScope
+    reason: str  # a sentence a person can act on
+    threshold: int
+    tokens_before: int
+    tokens_after: int
+    through_seq: int | None = None
+    evicted_count: int = 0  # messages moved to the catalog (the old compact summary not counted)
+    kept_count: int = 0
+    catalog_path: Path | None = None
+    archive_document_id: str | None = None
+    summary_id: str | None = None
+    fallback_summary: bool = False
+    summary_error: str | None = None
+    summarizer_calls: int = 0
+    oversized_seqs: tuple[int, ...] = ()  # evicted messages larger than the whole context window
+    commit_attempts: int = 0
+    resumed: bool = False  # finished a cut that an earlier, interrupted cleanup had planned
+
+    @property
+    def committed(self) -> bool:
+        return self.status is CleanupStatus.COMMITTED
+
+    @property
+    def under_threshold(self) -> bool:
+        return self.tokens_after <= self.threshold
+
+
+def _result(run: CleanupRun, status: CleanupStatus, reason: str, head: SessionHead, **fields: Any) -> CleanupResult:
+    fields.setdefault("tokens_after", head.tokens)
+    return CleanupResult(
+        status=status,
+        session=run.session,
+        reason=reason,
+        threshold=run.config.threshold,
+        tokens_before=head.tokens,
+        **fields,
+    )
+
+
+_UNCHANGED = "The session is unchanged; the next cleanup resumes from here."
+_SETTLED_LATER = "The session is either unchanged or compacted; the next cleanup settles which and finishes."
+_COMPACTED = "The session was compacted; the next cleanup clears the leftover intent."
+
+
+async def _step(name: str, run: CleanupRun, awaitable: Any, *, outcome: str = _UNCHANGED) -> Any:
+    try:
+        return await awaitable
+    except (Abort, LeaseLost, CleanupFailed):
+        raise
+    except Exception as exc:
+        raise CleanupFailed(
+            f"cleanup of {run.session.key()} failed at {name}: {exc}. {outcome}", step=name, session=run.session
+        ) from exc
+
+
+def _commit_reason(
+    run: CleanupRun,
+    intent: CleanupIntent,
+    *,
+    evicted: int,
+    before: SessionHead,
+    after: SessionHead,
+    oversized: tuple[int, ...],
+) -> str:
+    threshold = run.config.threshold
+    if after.tokens <= threshold:
+        reason = f"compacted {evicted} messages through seq {intent.through_seq}"
+    elif after.last_seq > before.last_seq:
+        reason = (
+            f"compacted through seq {intent.through_seq}, but messages appended during the cleanup keep the session "
+            f"at {after.tokens} tokens, over the threshold of {threshold}; the next cleanup handles them"
+        )
+    else:
+        reason = (
+            f"compacted through seq {intent.through_seq}, but the summary and the kept tail take {after.tokens} "
+            f"tokens, over the threshold of {threshold}: keep_tokens is too close to the threshold"
+        )
+    if oversized:
+        reason += (
+            f"; message(s) at seq {', '.join(map(str, oversized))} exceed the {run.config.context_window}-token "
+            "window: they are whole in the pruned catalog and only excerpted in context"
+        )
+    return reason
+
+
+async def _complete(
+    *, run: CleanupRun, intent: CleanupIntent, head: SessionHead, live: Sequence[Message], resumed: bool
+) -> CleanupResult:
+    """Steps 7-10 for a saved intent: catalog, archive, commit, clear, CLEANUP_FINISHED."""
+    history = [m for m in live if m.seq is not None and m.seq <= intent.through_seq and not m.is_compact_summary]
+    catalog_path = await _step(
+        "the pruned catalog", run, steps.write_catalog(run=run, history=history, cleanup_at=intent.cleanup_at)
+    )
+    document_id = await _step("the archive", run, steps.write_archive(run=run, intent=intent, history=history))
+    await steps.keep_lease(run)
+    pruned, attempts = await _step(
+        "the commit", run, steps.commit(run=run, intent=intent, expected_version=head.version), outcome=_SETTLED_LATER
+    )
+    await _step("clearing the intent", run, steps.clear_intent(run=run, intent=intent), outcome=_COMPACTED)
+    after = pruned.head
+    window = run.config.context_window
+    oversized = tuple(m.seq for m in history if m.seq is not None and message_tokens(m) > window)
+    result = CleanupResult(
+        status=CleanupStatus.COMMITTED,
+        session=run.session,
+        reason=_commit_reason(run, intent, evicted=len(history), before=head, after=after, oversized=oversized),
+        threshold=run.config.threshold,
+        tokens_before=head.tokens,
+        tokens_after=after.tokens,
+        through_seq=intent.through_seq,
+        evicted_count=len(history),
+        kept_count=max(0, after.count - 1),  # everything live but the new summary
+        catalog_path=catalog_path,
+        archive_document_id=document_id,
+        summary_id=intent.summary_id,
+        fallback_summary=intent.fallback,
+        summary_error=intent.error,
+        summarizer_calls=0 if resumed else intent.calls,
+        oversized_seqs=oversized,
+        commit_attempts=attempts,
+        resumed=resumed,
+    )
+    event = CleanupFinished(
+        session=run.session,
+        evicted_count=result.evicted_count,
+        kept_count=result.kept_count,
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        catalog_path=catalog_path,
+        archive_document_id=document_id,
+        fallback_summary=intent.fallback,
+        through_seq=intent.through_seq,
+    )
+    await steps.finished(run=run, event=event)
+    return result
+
+
+async def _pass(*, run: CleanupRun, force: bool) -> CleanupResult:
+    head: SessionHead = await io(run.bundle.messages.head, run.session)
+    live: list[Message] = await io(run.bundle.messages.read, run.session)
+    intent = await steps.load_intent(run=run, live=live)
+    if intent is not None:
+        return await _complete(run=run, intent=intent, head=head, live=live, resumed=True)
+    threshold = run.config.threshold
+    if not force and head.tokens <= threshold:
+        return _result(run, CleanupStatus.SKIPPED, f"{head.tokens} tokens is within the threshold of {threshold}", head)
+    await run.hooks.adispatch(
+        MemoryHookPoint.CLEANUP_TRIGGERED,
+        CleanupTriggered(session=run.session, tokens=head.tokens, threshold=threshold, forced=force),
+    )
+    boundary = steps.choose(messages=live, keep_tokens=run.config.keep)
+    if boundary.through_seq is None:
+        return _result(
+            run,
+            CleanupStatus.NOTHING_TO_EVICT,
+            f"nothing to evict: everything after the compact summary fits in keep_tokens ({run.config.keep})",
+            head,
+        )
+    cleanup_at = run.now()
+    outcome = await steps.summarize(run=run, boundary=boundary, cleanup_at=cleanup_at)
+    await steps.keep_lease(run)  # the summarizer may have taken long: is the lease still ours?
+    if outcome.fallback:
+        steps.logger.warning("cleanup of %s: fallback summary used (%s)", run.session.key(), outcome.error)
+    intent = CleanupIntent(
+        through_seq=boundary.through_seq,
+        through_id=boundary.evicted[-1].id,
+        summary_id=derived_id("summary", session=run.session, through_seq=boundary.through_seq),
+        archive_document_id=derived_id("archive", session=run.session, through_seq=boundary.through_seq),
+        summary=outcome.content,
+        fallback=outcome.fallback,
+        error=outcome.error,
+        calls=outcome.calls,
+        cleanup_at=cleanup_at,
+    )
+    await _step("saving the intent", run, steps.save_intent(run=run, intent=intent))
+    return await _complete(run=run, intent=intent, head=head, live=live, resumed=False)
+
+
+async def _guarded_pass(*, run: CleanupRun, force: bool, head: SessionHead) -> CleanupResult:
+    try:
+        return await _pass(run=run, force=force)
+    except Abort as exc:
+        if not exc.resumable:
+            await io(steps.discard_intent, run)
+        reason = str(exc)
+    except LeaseLost as exc:
+        # Our lease ran out and another worker took over; it resumes our intent, if any.
+        reason = str(exc)
+    current = await io(run.bundle.messages.head, run.session)
+    return _result(run, CleanupStatus.ABORTED, f"{reason}; nothing was committed", head, tokens_after=current.tokens)
+
+
+async def arun_cleanup(
+    *,
+    bundle: MemoryStoreBundle,
+    session: SessionScope,
+    config: MemoryConfig,
+    summarizer: Summarizer,
+    catalog: PrunedCatalog,
+    hooks: MemoryHookDispatcher,
+    archive_scope: Scope | None = None,
+    force: bool = False,
+    summary_options: SummaryOptions | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+    sleep: Callable[[float], Any] = asyncio.sleep,
+    now: Callable[[], datetime] = utcnow,
+) -> CleanupResult:
+    """Compact ``session`` if it is over ``config.threshold`` (or ``force``); see the module doc.
+
+    Returns a CleanupResult for every expected outcome (committed, skipped, nothing to evict,
+    busy, aborted); ``result.reason`` says why, e.g. why the session is still over the
+    threshold. Raises CleanupFailed when a step fails (disk full, store down); the next
+    cleanup resumes. An interrupted earlier cleanup is finished first, whatever the token
+    count. ``summary_options`` defaults to the budget ``summary_budget(config)``; ``lease_ttl``
+    (seconds) bounds how long a crashed worker blocks the session; ``sleep`` (retry backoff) and
+    ``now`` are injectable for tests.
+    """
+    options = summary_options or SummaryOptions(max_tokens=summary_budget(config))
+    head: SessionHead = await io(bundle.messages.head, session)
+    if not force and head.tokens <= config.threshold:
+        # The common case costs one head read plus one KV read (for an interrupted cleanup).
+        if await io(bundle.kv.get, session, INTENT_KEY) is None:
+            return CleanupResult(
+                status=CleanupStatus.SKIPPED,
+                session=session,
+                reason=f"{head.tokens} tokens is within the threshold of {config.threshold}",
+                threshold=config.threshold,
+                tokens_before=head.tokens,
+                tokens_after=head.tokens,
+            )
+    try:
+        lease = await io(
+            acquire_lease, kv=bundle.kv, scope=session, name=LEASE_NAME, ttl=lease_ttl, holder=default_holder()
+        )
+    except LeaseBusy as exc:
+        return CleanupResult(
+            status=CleanupStatus.BUSY,
+            session=session,
+            reason=f"another cleanup of this session is running ({exc})",
+            threshold=config.threshold,
+            tokens_before=head.tokens,
+            tokens_after=head.tokens,
+        )
+    run = CleanupRun(
+        bundle=bundle,
+        session=session,
+        config=config,
+        summarizer=summarizer,
+        catalog=catalog,
+        hooks=hooks,
+        archive_scope=archive_scope,
+        options=options,
+        sleep=sleep,
+        now=now,
+        lease=lease,
+        lease_ttl=lease_ttl,
+    )
+    try:
+        first = await _guarded_pass(run=run, force=force, head=head)
+        if not (first.resumed and first.committed) or (first.under_threshold and not force):
+            return first
+        # The interrupted cut is done and the session is still over: compact the rest now.
+        second = await _guarded_pass(run=run, force=force, head=head)
+        if not second.committed:
+            return first
+        return replace(
+            second,
+            tokens_before=first.tokens_before,
+            evicted_count=first.evicted_count + second.evicted_count,
+            resumed=True,
+        )
+    finally:
+        await io(release_lease, kv=bundle.kv, lease=run.lease)
+
+
+def run_cleanup(
+    *,
+    bundle: MemoryStoreBundle,
+    session: SessionScope,
+    config: MemoryConfig,
+    summarizer: Summarizer,
+    catalog: PrunedCatalog,
+    hooks: MemoryHookDispatcher,
+    archive_scope: Scope | None = None,
+    force: bool = False,
+    summary_options: SummaryOptions | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+    sleep: Callable[[float], Any] = asyncio.sleep,
+    now: Callable[[], datetime] = utcnow,
+) -> CleanupResult:
+    """Sync ``arun_cleanup`` (same arguments), for Django tasks and management commands.
+
+    Must not be called from a thread that runs an event loop; there, await ``arun_cleanup``.
+    Store calls run in the calling thread (asgiref's thread-sensitive mode).
+    """
+    return async_to_sync(arun_cleanup)(
+        bundle=bundle,
+        session=session,
+        config=config,
+        summarizer=summarizer,
+        catalog=catalog,
+        hooks=hooks,
+        archive_scope=archive_scope,
+        force=force,
+        summary_options=summary_options,
+        lease_ttl=lease_ttl,
+        sleep=sleep,
+        now=now,
+    )
+
+
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "INTENT_KEY",
+    "LEASE_NAME",
+    "CleanupFailed",
+    "CleanupResult",
+    "CleanupStatus",
+    "arun_cleanup",
+    "derived_id",
+    "run_cleanup",
+]

@@ -1,0 +1,298 @@
+"""The steps of the cleanup pipeline, one function each, in the order ``cleanup`` runs them.
+
+They are module-level functions called through this module (``steps.write_catalog(...)``), so a
+fault-injection test can replace any one of them. Each either only adds data (the intent, the
+catalog blocks, the archive document) or is the one atomic commit; see ``memory.compression
+.cleanup`` for why that makes a crash at any point safe.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from memory.compression.boundary import PruneBoundary, choose_boundary
+from memory.compression.pruned import PrunedCatalog
+from memory.compression.summary import SummaryOptions, SummaryOutcome, Summarizer, compose_summary
+from memory.config import MemoryConfig
+from memory.hooks import CleanupFinished, MemoryHookDispatcher, MemoryHookPoint
+from memory.locks import Lease, renew_lease
+from memory.messages import KIND_COMPACT_SUMMARY, Message, utcnow
+from memory.scopes import Scope, SessionScope
+from memory.stores.base import (
+    MUST_NOT_EXIST,
+    ArchiveDocument,
+    ConcurrentChange,
+    InvalidPrune,
+    MemoryStoreBundle,
+    PruneResult,
+)
+from memory.tokens import with_tokens
+
+logger = logging.getLogger("memory.compression")
+
+LEASE_NAME = "cleanup"
+INTENT_KEY = "cleanup.pending"
+COMMIT_ATTEMPTS = 3
+_ID_NAMESPACE = uuid.UUID("6f1c2a9e-4b7d-4c41-9d0e-6a2f3b8c5e17")
+
+
+class Abort(Exception):
+    """Stop without committing; the pipeline turns it into a CleanupResult with status ABORTED.
+
+    ``resumable``: the planned cut is still valid (the session only kept changing), so the
+    intent stays and the next cleanup finishes the same cut; otherwise the intent is dropped.
+    """
+
+    def __init__(self, message: str, *, resumable: bool = False) -> None:
+        super().__init__(message)
+        self.resumable = resumable
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupIntent:
+    """A planned cut and its summary, saved before anything else is written (the redo record).
+
+    Stored as JSON at ``INTENT_KEY`` in the session scope and removed after the commit; while
+    it exists, the next cleanup finishes exactly this cut instead of planning a new one.
+    """
+
+    through_seq: int
+    through_id: str  # the id of the message at through_seq: a cleared and reused session never matches
+    summary_id: str
+    archive_document_id: str
+    summary: str
+    fallback: bool
+    error: str | None
+    calls: int
+    cleanup_at: datetime
+
+    def encode(self) -> str:
+        data = {
+            "v": 1,
+            "through_seq": self.through_seq,
+            "through_id": self.through_id,
+            "summary_id": self.summary_id,
+            "archive_document_id": self.archive_document_id,
+            "summary": self.summary,
+            "fallback": self.fallback,
+            "error": self.error,
+            "calls": self.calls,
+            "cleanup_at": self.cleanup_at.isoformat(),
+        }
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def decode(cls, value: str) -> CleanupIntent:
+        data = json.loads(value)
+        return cls(
+            through_seq=int(data["through_seq"]),
+            through_id=str(data["through_id"]),
+            summary_id=str(data["summary_id"]),
+            archive_document_id=str(data["archive_document_id"]),
+            summary=str(data["summary"]),
+            fallback=bool(data["fallback"]),
+            error=data.get("error"),
+            calls=int(data.get("calls", 0)),
+            cleanup_at=datetime.fromisoformat(data["cleanup_at"]),
+        )
+
+
+@dataclass(slots=True)
+class CleanupRun:
+    """Everything one cleanup works with; ``lease`` is replaced when it is renewed."""
+
+    bundle: MemoryStoreBundle
+    session: SessionScope
+    config: MemoryConfig
+    summarizer: Summarizer
+    catalog: PrunedCatalog
+    hooks: MemoryHookDispatcher
+    archive_scope: Scope | None
+    options: SummaryOptions
+    sleep: Callable[[float], Any]
+    now: Callable[[], datetime]
+    lease: Lease
+    lease_ttl: float
+
+
+def derived_id(kind: str, *, session: SessionScope, through_seq: int) -> str:
+    """A stable id for what one cleanup produces, so a retried cleanup reuses it."""
+    return uuid.uuid5(_ID_NAMESPACE, f"{kind}|{session.key()}|{through_seq}").hex
+
+
+async def io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Call a sync store function from the pipeline (thread-sensitive: ORM-safe, ordered)."""
+    return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+
+
+# -- the steps, in pipeline order -----------------------------------------------------------
+
+
+def choose(*, messages: Sequence[Message], keep_tokens: int) -> PruneBoundary:
+    """The prune boundary (``memory.compression.boundary``)."""
+    return choose_boundary(messages=messages, keep_tokens=keep_tokens)
+
+
+async def summarize(*, run: CleanupRun, boundary: PruneBoundary, cleanup_at: datetime) -> SummaryOutcome:
+    """The compact summary of the evicted history, the evicted old summary merged in."""
+    return await compose_summary(
+        history=boundary.history,
+        previous=boundary.previous_summaries,
+        summarizer=run.summarizer,
+        options=run.options,
+        cleanup_at=cleanup_at,
+        sleep=run.sleep,
+    )
+
+
+async def save_intent(*, run: CleanupRun, intent: CleanupIntent) -> None:
+    """Record the cut (only if no intent exists: a stale one was removed by ``load_intent``)."""
+    await io(run.bundle.kv.put, run.session, INTENT_KEY, intent.encode(), expected_version=MUST_NOT_EXIST)
+
+
+async def write_catalog(*, run: CleanupRun, history: Sequence[Message], cleanup_at: datetime) -> Path | None:
+    """The evicted messages into the pruned catalog (idempotent per message)."""
+    return await io(run.catalog.write, run.session, history, cleanup_at=cleanup_at)
+
+
+async def write_archive(*, run: CleanupRun, intent: CleanupIntent, history: Sequence[Message]) -> str | None:
+    """One archive document for the cut when the archive is on (idempotent by its derived id)."""
+    if not (run.config.archive_enabled and run.archive_scope is not None):
+        return None
+    span = f"seq {history[0].seq}–{history[-1].seq}" if history else "no messages"
+    document = ArchiveDocument(
+        id=intent.archive_document_id,
+        session=run.session.key(),
+        summary=intent.summary,
+        messages=tuple(history),
+        title=f"Session {run.session.id} · {span}",
+        metadata={
+            "source": "cleanup",
+            "through_seq": intent.through_seq,
+            "first_seq": history[0].seq if history else None,
+            "fallback_summary": intent.fallback,
+        },
+        created_at=intent.cleanup_at,
+    )
+    stored = await io(run.bundle.archive.put, run.archive_scope, document)
+    return stored.id
+
+
+async def commit(*, run: CleanupRun, intent: CleanupIntent, expected_version: int) -> tuple[PruneResult, int]:
+    """The atomic prune; returns its result and the number of attempts it took.
+
+    Raises Abort when the cut can no longer be committed (someone else pruned) or the session
+    kept changing for ``COMMIT_ATTEMPTS`` tries (resumable: the intent is kept).
+    """
+    summary = with_tokens(
+        Message(
+            role="user",  # providers that reject mid-conversation system messages accept a user turn
+            content=intent.summary,
+            kind=KIND_COMPACT_SUMMARY,
+            id=intent.summary_id,
+            created_at=intent.cleanup_at,
+        )
+    )
+    version = expected_version
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            result = await io(
+                run.bundle.messages.prune,
+                run.session,
+                through_seq=intent.through_seq,
+                summary=summary,
+                expected_version=version,
+            )
+            return result, attempt
+        except InvalidPrune as exc:
+            raise Abort(f"the planned cut can no longer be committed ({exc})") from exc
+        except ConcurrentChange:
+            # Appends only add after the cut, so the evicted range is unchanged as long as the
+            # message at through_seq is still live; anything else is someone else's prune.
+            head = await io(run.bundle.messages.head, run.session)
+            tail = await io(run.bundle.messages.read, run.session, after_seq=intent.through_seq - 1)
+            if not tail or tail[0].seq != intent.through_seq or tail[0].id != intent.through_id:
+                raise Abort(f"the session was pruned or changed at seq {intent.through_seq} during the cleanup")
+            version = head.version
+            logger.info("cleanup of %s: session changed during the cleanup; retrying the commit", run.session.key())
+    raise Abort(
+        f"the session kept changing; the commit was tried {COMMIT_ATTEMPTS} times (the next cleanup finishes it)",
+        resumable=True,
+    )
+
+
+async def keep_lease(run: CleanupRun) -> None:
+    """Renew the lease once a third of its ttl has passed; raises LeaseLost if it was taken.
+
+    While more than two thirds of the ttl remain nobody can have taken it over (a takeover
+    needs an expired lease), so a fast cleanup skips the extra KV writes.
+    """
+    if utcnow() >= run.lease.expires_at - timedelta(seconds=run.lease_ttl * 2 / 3):
+        run.lease = await io(renew_lease, kv=run.bundle.kv, lease=run.lease, ttl=run.lease_ttl)
+
+
+async def clear_intent(*, run: CleanupRun, intent: CleanupIntent) -> None:
+    """Remove the committed cut's intent (only that one: compare-and-set on what was read)."""
+    item = await io(run.bundle.kv.get, run.session, INTENT_KEY)
+    if item is None or _summary_id_of(item.value) != intent.summary_id:
+        return
+    try:
+        await io(run.bundle.kv.delete, run.session, INTENT_KEY, expected_version=item.version)
+    except ConcurrentChange:
+        pass  # replaced meanwhile: not ours to clear
+
+
+def _summary_id_of(value: str) -> str | None:
+    try:
+        return CleanupIntent.decode(value).summary_id
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+async def finished(*, run: CleanupRun, event: CleanupFinished) -> None:
+    """Dispatch CLEANUP_FINISHED; handler failures are logged by the dispatcher, never raised."""
+    await run.hooks.adispatch(MemoryHookPoint.CLEANUP_FINISHED, event)
+
+
+async def load_intent(*, run: CleanupRun, live: Sequence[Message]) -> CleanupIntent | None:
+    """The pending intent if it can still be committed; stale ones are removed."""
+    item = await io(run.bundle.kv.get, run.session, INTENT_KEY)
+    if item is None:
+        return None
+    try:
+        intent = CleanupIntent.decode(item.value)
+    except (ValueError, KeyError, TypeError):
+        logger.warning("cleanup of %s: unreadable pending intent removed", run.session.key())
+        intent = None
+    committed = intent is not None and any(m.id == intent.summary_id for m in live)
+    cut_live = intent is not None and any(
+        m.seq == intent.through_seq and m.id == intent.through_id and not m.is_compact_summary for m in live
+    )
+    if intent is not None and cut_live and not committed:
+        return intent
+    if committed:
+        logger.info("cleanup of %s: the interrupted cleanup had committed; clearing its intent", run.session.key())
+    try:
+        await io(run.bundle.kv.delete, run.session, INTENT_KEY, expected_version=item.version)
+    except ConcurrentChange:
+        pass
+    return None
+
+
+def discard_intent(run: CleanupRun) -> None:
+    """Drop the intent of a cut that can no longer be committed (sync: called through ``io``)."""
+    item = run.bundle.kv.get(run.session, INTENT_KEY)
+    if item is not None:
+        try:
+            run.bundle.kv.delete(run.session, INTENT_KEY, expected_version=item.version)
+        except ConcurrentChange:
+            pass

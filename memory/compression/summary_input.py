@@ -1,0 +1,171 @@
+"""The compact summary's input: messages serialised for the summarizer, chunked, and prompted.
+
+Each message is written with its ``reasoning_content`` beside its content (so the summary
+captures what the agent thought, not only what it said) and its tool calls. Fields are only
+excerpted when a single message is larger than half a chunk; history needing more than
+``max_chunks`` chunks gives its oldest messages as one-line digests (see ``plan_chunks``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from memory import tokens as tok
+from memory.messages import Message
+
+SUMMARY_PREFIX = "[compact_summary]"
+SECTIONS = ("Goal", "Decisions", "Facts learned", "Open tasks", "Reasoning trail", "Tool results that matter")
+
+ChatPrompt = list[dict[str, str]]
+
+
+def line_excerpt(text: str | None, limit: int = 160) -> str:
+    """``text`` on one line (whitespace collapsed), cut to ``limit`` characters with an ellipsis."""
+    words = " ".join((text or "").split())
+    return words if len(words) <= limit else words[: limit - 1] + "…"
+
+
+_FRAME = 24  # tokens of per-message framing in the serialised transcript
+
+
+def _excerpt(text: str, cap: int) -> str:
+    """``text`` if it fits in ``cap`` tokens, else its head and tail around an omission marker."""
+    encoded = tok.encoding().encode_ordinary(text)
+    if len(encoded) <= cap:
+        return text
+    head, tail = (cap * 2) // 3, cap // 3
+    omitted = len(encoded) - head - tail
+    return (
+        tok.encoding().decode(encoded[:head])
+        + f"\n[… {omitted} tokens omitted here; the pruned catalog has the full text …]\n"
+        + tok.encoding().decode(encoded[-tail:] if tail else [])
+    )
+
+
+def serialize_message(message: Message, *, field_cap: int | None = None) -> str:
+    """One message as summarizer input: header, reasoning beside content, tool calls.
+
+    Fields are excerpted only when the message is larger than ``field_cap`` tokens (checked on
+    the cached count first, so ordinary messages are never re-tokenized).
+    """
+    oversized = field_cap is not None and tok.message_tokens(message) > field_cap
+
+    def fit(text: str) -> str:
+        return _excerpt(text, field_cap) if oversized and field_cap is not None else text
+
+    # "[N] role (...):" headers: N is the seq pruned_lookup takes, and the form is the one
+    # transcript readers (people, the offline model) recognise.
+    head = f"[{message.seq}] {message.role}"
+    if message.role == "tool":
+        head += f" ({message.name or 'tool'}) result of call {message.tool_call_id}"
+    elif message.tool_calls:
+        head += f" (tool calls: {', '.join(call.name for call in message.tool_calls)})"
+    elif message.name:
+        head += f" ({message.name})"
+    lines = [head + ":"]
+    if message.reasoning_content:
+        lines += ["<reasoning>", fit(message.reasoning_content), "</reasoning>"]
+    if message.content:
+        lines.append(fit(message.content))
+    for call in message.tool_calls:
+        lines.append(f"-> calls {call.name}({fit(call.arguments_json)}) [id {call.id}]")
+    return "\n".join(lines)
+
+
+def _digest(message: Message) -> str:
+    first = (message.content or "").strip().splitlines()
+    text = line_excerpt(first[0] if first else "", 120)
+    calls = f" calls {', '.join(c.name for c in message.tool_calls)}" if message.tool_calls else ""
+    thought = f" (reasoning: {line_excerpt(message.reasoning_content, 120)})" if message.reasoning_content else ""
+    return f"[{message.seq}] {message.role}{calls}: {text}{thought}"
+
+
+def plan_chunks(messages: Sequence[Message], *, chunk_tokens: int, max_chunks: int) -> list[str]:
+    """Serialised transcript split into chunks of about ``chunk_tokens`` tokens each.
+
+    When the history would need more than ``max_chunks`` chunks, the oldest messages are given
+    as one-line digests (and beyond those, as a count): recent history matters most, and the
+    catalog has everything.
+    """
+    pieces: list[tuple[int, str]] = []
+    budget = chunk_tokens * max_chunks
+    used = 0
+    split = 0  # messages[:split] are digested
+    for index in range(len(messages) - 1, -1, -1):
+        cost = min(tok.message_tokens(messages[index]), chunk_tokens) + _FRAME
+        if used + cost > budget:
+            split = index + 1
+            break
+        used += cost
+    if split:
+        digests: list[str] = []
+        digest_budget = chunk_tokens  # digests get at most one chunk
+        omitted = 0
+        for message in reversed(messages[:split]):
+            if digest_budget <= 0:
+                omitted += 1
+                continue
+            line = _digest(message)
+            digest_budget -= len(line) // 3 + 4  # rough: digests are short, never re-tokenized
+            digests.append(line)
+        digests.reverse()
+        if omitted:
+            digests.insert(0, f"[{omitted} older messages omitted here; they are in the pruned catalog]")
+        pieces.append((chunk_tokens, "Older messages, as one-line digests:\n" + "\n".join(digests)))
+    for message in messages[split:]:
+        cost = min(tok.message_tokens(message), chunk_tokens) + _FRAME
+        pieces.append((cost, serialize_message(message, field_cap=chunk_tokens // 2)))
+
+    chunks: list[str] = []
+    current: list[str] = []
+    current_tokens = 0
+    for cost, text in pieces:
+        if current and current_tokens + cost > chunk_tokens:
+            chunks.append("\n\n".join(current))
+            current, current_tokens = [], 0
+        current.append(text)
+        current_tokens += cost
+    if current:
+        chunks.append("\n\n".join(current))
+    return chunks
+
+
+def _instructions(max_tokens: int, *, merge: bool) -> str:
+    task = (
+        "Summarize these partial summaries of one conversation, given in chronological order, into one summary."
+        if merge
+        else "Summarize the earlier history of a conversation between a user and an AI agent; the agent will "
+        "read your summary instead of that history."
+    )
+    headings = "\n".join(f"## {name}" for name in SECTIONS)
+    return (
+        f"{task}\nWrite Markdown with exactly these level-2 sections, in this order:\n{headings}\n"
+        "If a previous summary is given, merge it in: keep every goal, decision, fact and open task from it that "
+        "still holds. The reasoning trail records what the agent thought and why (its reasoning), not only what "
+        "it said. Under 'Tool results that matter', keep the results later work depends on (values, ids, paths). "
+        f"Write '- none' under a section with nothing to report. Stay under {max_tokens} tokens. "
+        "Answer with the summary only."
+    )
+
+
+def summary_prompt(chunk: str, *, previous: str | None, part: tuple[int, int], max_tokens: int) -> ChatPrompt:
+    body = []
+    if previous:
+        body.append(f"<previous_summary>\n{previous}\n</previous_summary>")
+    label = f' part="{part[0]} of {part[1]}"' if part[1] > 1 else ""
+    body.append(f"<transcript{label}>\n{chunk}\n</transcript>")
+    return [
+        {"role": "system", "content": _instructions(max_tokens, merge=False)},
+        {"role": "user", "content": "\n\n".join(body)},
+    ]
+
+
+def merge_prompt(parts: Sequence[str], *, previous: str | None, max_tokens: int) -> ChatPrompt:
+    body = []
+    if previous:
+        body.append(f"<previous_summary>\n{previous}\n</previous_summary>")
+    body += [f'<partial_summary part="{i}">\n{text}\n</partial_summary>' for i, text in enumerate(parts, 1)]
+    return [
+        {"role": "system", "content": _instructions(max_tokens, merge=True)},
+        {"role": "user", "content": "\n\n".join(body)},
+    ]
