@@ -1,5 +1,6 @@
 # Modex: two commands on a fresh machine.
-#   make run   set up (venv, install, migrate, a local login) and serve on 127.0.0.1:8000
+#   make run   set up (venv, install, migrate, a local login) and serve on 127.0.0.1:8000,
+#              with the background task worker beside the server (scripts/run.sh)
 #   make test  the whole test suite
 PY := .venv/bin/python
 HOST ?= 127.0.0.1
@@ -13,7 +14,7 @@ setup:
 	@DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py ensure_login
 
 run: setup
-	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py runserver $(HOST):$(PORT)
+	@HOST=$(HOST) PORT=$(PORT) bash scripts/run.sh
 
 test:
 	@bash scripts/bootstrap.sh requirements-dev.txt

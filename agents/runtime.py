@@ -32,6 +32,7 @@ from agents.events import (
     TurnFinished,
     TurnStarted,
 )
+from agents.experience import install_runtime_hooks, supplements_for
 from agents.hooks import HookPoint, RuntimeHooks
 from agents.llm import (
     ChatModel,
@@ -110,12 +111,13 @@ class Runtime:
         self.max_steps = max_steps
         self.lease_ttl = lease_ttl
         self._running: set[str] = set()
+        install_runtime_hooks(self)
 
     # -- public -------------------------------------------------------------------------------
 
     def supplements_for(self, agent: Any) -> tuple[Any, ...]:
         """The supplement providers of ``agent``'s context (e.g. ``<available_experiences>``)."""
-        return ()
+        return supplements_for(agent)
 
     def roster(self, agent: Any) -> ToolRoster:
         in_run = bool(agent.subagents) or agent.memory_config.is_subagent
@@ -143,10 +145,11 @@ class Runtime:
         final: Message | None = None
         try:
             yield TurnStarted(session=key, agent=agent.name, model=self.model.name, offline=self.services.offline)
-            async for event in self._loop(ctx=ctx, text=text):
-                if isinstance(event, TurnFinished):
-                    final = event.message
-                yield event
+            async with contextlib.aclosing(self._loop(ctx=ctx, text=text)) as events:
+                async for event in events:
+                    if isinstance(event, TurnFinished):
+                        final = event.message
+                    yield event
         finally:
             self._running.discard(key)
             with contextlib.suppress(Exception):
@@ -168,11 +171,12 @@ class Runtime:
         )
         answer: str | None = None
         try:
-            async for event in self._loop(ctx=ctx, text=task):
-                if isinstance(event, TurnFinished) and event.message is not None:
-                    answer = event.message.content
-                elif isinstance(event, TurnFailed):
-                    answer = f"The subagent {node.name} failed: {event.error}"
+            async with contextlib.aclosing(self._loop(ctx=ctx, text=task)) as events:
+                async for event in events:
+                    if isinstance(event, TurnFinished) and event.message is not None:
+                        answer = event.message.content
+                    elif isinstance(event, TurnFailed):
+                        answer = f"The subagent {node.name} failed: {event.error}"
         finally:
             await asyncio.shield(self._forget_session(session))
         return answer or f"The subagent {node.name} gave no answer."
@@ -191,7 +195,7 @@ class Runtime:
             async for event in self._cleanup(ctx):
                 yield event
             builder = CompletionBuilder()
-            pending: list[Any] = []
+            reply_id: str | None = None
             try:
                 retried = False
                 while True:
@@ -216,6 +220,7 @@ class Runtime:
                             yield event
                 completion = builder.build()
                 reply = completion.to_message()
+                reply_id = reply.id
                 stored = (await _io(store.append, ctx.session, [reply]))[0]
                 # From here on the reply is persisted: an interruption must close its calls,
                 # not store its text a second time.
@@ -248,7 +253,7 @@ class Runtime:
                 yield TurnFailed(error=str(exc), kind=type(exc).__name__)
                 return
             except (asyncio.CancelledError, GeneratorExit):
-                await asyncio.shield(self._abandon(ctx.session, builder, pending))
+                await asyncio.shield(self._abandon(ctx.session, builder, reply_id))
                 raise
         note = Message(
             role="assistant",
@@ -346,15 +351,19 @@ class Runtime:
             )
             await _io(self.services.bundle.messages.append, session, [partial])
 
-    async def _abandon(self, session: SessionScope, builder: CompletionBuilder, pending: list[Any]) -> None:
+    async def _abandon(self, session: SessionScope, builder: CompletionBuilder, reply_id: str | None) -> None:
+        """Close a turn cut short, from what the store holds, not from what the loop believed.
+
+        A cancel can land while a write is finishing in its worker thread: the message is then
+        stored although the await raised. So the partial reply is kept only if the reply itself
+        never made it to the store, and open calls are closed by the same repair a crashed turn
+        gets, which adds a result only for calls that have none.
+        """
         try:
-            if pending:
-                results = [
-                    Message(role="tool", content=INTERRUPTED_RESULT, tool_call_id=c.id, name=c.name) for c in pending
-                ]
-                await _io(self.services.bundle.messages.append, session, results)
-            else:
+            tail = await _io(self.services.bundle.messages.read, session, last=64)
+            if reply_id is None or all(m.id != reply_id for m in tail):
                 await self._keep_partial(session, builder)
+            await self._repair_tail(session)
         except Exception:  # the next turn's _repair_tail closes the chain instead
             logger.exception("could not close the interrupted turn of %s", session.key())
 

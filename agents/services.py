@@ -56,6 +56,9 @@ def build_services(
         model=model or model_from_settings(),
         workspace=workspace,
     )
+    from agents.tasks import register_long_term_hooks  # the tasks module needs the services type
+
+    register_long_term_hooks(services)
     return services
 
 
@@ -80,3 +83,28 @@ def reset_services() -> None:
     global _services
     with _lock:
         _services = None
+
+
+def inspection_source():
+    """What ``memory.inspection`` reads: the process's stores, at the moment of each request.
+
+    memory/ never imports agents/, so ``AgentsConfig.ready()`` hands this function over; tests
+    that swap the services are seen at once.
+    """
+    from memory import inspection
+
+    services = get_services()
+    return inspection.InspectionSource(
+        bundle=services.bundle,
+        catalog=services.catalog,
+        workspace=services.workspace,
+        sessions_of_user=_sessions_of_user,
+    )
+
+
+def _sessions_of_user(user_id: str) -> list[str]:
+    from agents.models import Conversation
+
+    if not str(user_id).isdigit():
+        return []
+    return list(Conversation.objects.filter(owner_id=int(user_id)).order_by("created_at").values_list("pk", flat=True))

@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "channels",
+    "django_tasks_db",
     "memory",
     "agents",
 ]
@@ -79,6 +80,21 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Background tasks (Dream Engine consolidation, experience review): django.tasks. "db" queues
+# them in the database for `manage.py db_worker` (`make run` starts one); "immediate" runs them
+# inline (no worker; retries wait for the next trigger); "dummy" only records them.
+TASK_BACKENDS = {
+    "db": "django_tasks_db.DatabaseBackend",
+    "immediate": "django.tasks.backends.immediate.ImmediateBackend",
+    "dummy": "django.tasks.backends.dummy.DummyBackend",
+}
+MODEX_TASKS_BACKEND = (env_str("MODEX_TASKS_BACKEND", "db") or "db").strip().lower()
+if MODEX_TASKS_BACKEND not in TASK_BACKENDS:
+    raise ImproperlyConfigured(
+        f"MODEX_TASKS_BACKEND={MODEX_TASKS_BACKEND!r} is not one of {', '.join(TASK_BACKENDS)}."
+    )
+TASKS = {"default": {"BACKEND": TASK_BACKENDS[MODEX_TASKS_BACKEND]}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -5,19 +5,27 @@ calls are made when tools are offered, the ReAct loop gets a final answer after 
 
 What it does, by request (first match wins):
 
-1. **Compact summary**: the request contains ``OFFLINE_SUMMARY_MARKER``, or (no tools offered)
+1. **Experience review** (``REVIEW_MARKER`` in the instructions, the review tools offered): the
+   ExperienceReviewAgent's steps, one lesson per failed tool call (``offline_review``).
+2. **Compact summary**: the request contains ``OFFLINE_SUMMARY_MARKER``, or (no tools offered)
    its instructions ask to summarize and name at least three of ``SUMMARY_SECTIONS``. Answer: a
    markdown summary with the requested headings (``## Goal`` ... or the request's own ``#``
    headings), built from the transcript: Goal = the first user message, Decisions, Facts (from
    user messages, normalised like "Name: Sam"), Reasoning trail (from ``reasoning_content``),
    Tool results (excerpts), Open tasks; an earlier summary in the input is merged in.
-2. **Consolidation** (Dream Engine): the request contains ``OFFLINE_CONSOLIDATION_MARKER``, or
+3. **Consolidation** (Dream Engine): the request contains ``OFFLINE_CONSOLIDATION_MARKER``, or
    (no tools) names SOUL.md, USER.md and MEMORY.md and asks for JSON. Answer: JSON
    ``{"edits": [{"file": "USER.md", "action": "append", "text": "Name: Sam"},
    {"file": "USER.md", "action": "replace", "old": "Lives in Lyon", "text": "Lives in Paris"},
    ...]}`` from the facts in the input, skipping facts the current files already hold.
-3. **After tool results** (last message has role ``tool``): a final answer reporting each result.
-4. **Tool triggers** in the last user message, each only if that tool is offered (several in one
+   When the request shows archive documents (``<archive_document id=..>``, the Dream Engine's
+   form), every edit also names its ``source`` document and what it is ``about``, actions are
+   ``add``/``update``/``remove`` ("forget that X" removes a line), and later documents win
+   (``offline_dream``).
+4. **After tool results** (last message has role ``tool``): a final answer reporting each result.
+   A last message that is a stored compact summary (a cleanup mid-turn evicted the request)
+   gets a plain answer, never tool calls.
+5. **Tool triggers** in the last user message, each only if that tool is offered (several in one
    message become parallel calls); names and argument shapes are ``OfflineTools`` fields:
 
    ===================================  ==============  =============================================
@@ -33,11 +41,11 @@ What it does, by request (first match wins):
 
    F/T: a user fact goes to USER.md normalised ("remember that my name is Sam" -> "Name: Sam"),
    anything else to MEMORY.md as written ("The deploy is on Friday").
-5. **Questions about the user** ("what do you know about me", "what is my name", "where do I
+6. **Questions about the user** ("what do you know about me", "what is my name", "where do I
    live", "what is my <thing>"): answered from ``<user_profile>`` and ``<known_facts>`` in the
    system messages (XML-escaped text), then the rest of the context (archive and pruned
    sections, summaries), then earlier user messages, newest first.
-6. Anything else: a short deterministic reply saying what it understood, with a reasoning trace.
+7. Anything else: a short deterministic reply saying what it understood, with a reasoning trace.
 
 Every reply ends with ``Usage`` counted with ``memory.tokens``.
 """
@@ -52,9 +60,11 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from agents.llm import offline_dream as dream
 from agents.llm import offline_facts as facts
 from agents.llm import offline_summary as summary
 from agents.llm.base import ContentDelta, Finish, ModelEvent, ReasoningDelta, ToolCallReady, Usage
+from agents.llm.offline_review import REVIEW_MARKER, plan_review
 from agents.llm.offline_summary import text_of
 from agents.llm.offline_tools import OfflineTools, Plan, plan_tool_calls, report_tool_results
 from memory.messages import ToolCall
@@ -63,8 +73,12 @@ from memory.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, TOOL_CALL_OVERHEAD, c
 OFFLINE_MODEL_NAME = "modex-offline"
 #: Put this in a summarizer prompt to make the offline model answer with a compact summary.
 OFFLINE_SUMMARY_MARKER = "[compact_summary request]"
+#: How a stored compact summary begins (``memory.compression``): context, never a request.
+COMPACT_SUMMARY_PREFIX = "[compact_summary]"
 #: Put this in a Dream Engine prompt to make the offline model answer with JSON core-memory edits.
 OFFLINE_CONSOLIDATION_MARKER = "[consolidation request]"
+#: Put this in the ExperienceReviewAgent's instructions to make the offline model review a run.
+OFFLINE_REVIEW_MARKER = REVIEW_MARKER
 SUMMARY_SECTIONS = summary.SUMMARY_SECTIONS
 
 
@@ -138,6 +152,9 @@ class OfflineChatModel:
         offered = {t.get("function", {}).get("name") for t in tools or () if isinstance(t, dict)}
         system = "\n".join(text_of(m.get("content")) for m in messages if m.get("role") == "system")
         last = messages[-1] if messages else {"role": "user", "content": ""}
+        review = plan_review(messages, offered)
+        if review is not None:
+            return review
         # Only system messages and the last message can instruct; their XML memory sections
         # (which may hold earlier summaries) are not instructions.
         probes = [text_of(m.get("content")) for m in messages if m.get("role") == "system"]
@@ -155,12 +172,25 @@ class OfflineChatModel:
             check = _instruction_check(messages, OFFLINE_CONSOLIDATION_MARKER, _asks_for_consolidation)
             instruction, turns = summary.transcript(messages, check)
             everything = "\n".join(text_of(m.get("content")) for m in messages)
+            if dream.has_documents(everything):
+                return Plan(
+                    "Consolidation requested: reading each archive document, oldest first, against the current files.",
+                    dream.build_document_consolidation(everything),
+                )
             return Plan(
                 "Consolidation requested: extracting durable facts and comparing them with the current core memory.",
                 summary.build_consolidation(instruction, turns, everything),
             )
         if last.get("role") == "tool":
             return report_tool_results(self.tools, messages)
+        if last.get("role") == "user" and text_of(last.get("content")).lstrip().startswith(COMPACT_SUMMARY_PREFIX):
+            # A cleanup mid-turn evicted the request itself: the summary is context, not an
+            # instruction (its quoted phrases must not trigger tools).
+            return Plan(
+                "The context was just compacted and the request is now part of the summary; no new tool calls.",
+                "I compacted our conversation to stay within my context window; the summary above keeps what "
+                "matters. Tell me how to continue.",
+            )
         user = next((text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
         plan = plan_tool_calls(self.tools, user, offered)
         return plan or self._answer(user, system, messages)

@@ -153,7 +153,7 @@ def requested_sections(instruction: str) -> tuple[str, list[str]]:
     headings = [
         (level, title)
         for level, title in re.findall(r"^(#{1,6})\s+(.+?)\s*$", instruction, flags=re.MULTILINE)
-        if not title.startswith("[") and not _ROLE_LINE.match(title)  # transcript headers, not sections
+        if not title.startswith("[") and not _is_role_header(title)  # transcript headers, not sections
     ]
     if headings:
         return headings[0][0] + " ", [title.strip("*` ") for _, title in headings]
@@ -161,6 +161,16 @@ def requested_sections(instruction: str) -> tuple[str, list[str]]:
     found = [(lowered.find(s.lower()), s) for s in SUMMARY_SECTIONS if s.lower() in lowered]
     titles = [s for _, s in sorted(found)] if len(found) >= 3 else list(SUMMARY_SECTIONS)
     return "## ", titles
+
+
+def _is_role_header(title: str) -> bool:
+    """A transcript header ("user: ...", "tool · 2025-...") rather than a section title such as
+    "Tool results that matter"."""
+    match = _ROLE_LINE.match(title)
+    if match is None:
+        return False
+    rest = match.group("rest")
+    return not rest.strip() or rest.lstrip().startswith((":", "·", "(", "-", "|"))
 
 
 def section_key(title: str) -> str | None:

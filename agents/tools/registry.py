@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.experience import ExperienceTool
 from agents.tools.base import Tool, ToolRoster
 from agents.tools.memory_tools import ArchiveSearchTool, CoreMemoryTool, PrunedLookupTool
 from agents.tools.scratchpad import GraphKnowledgeBaseTool
@@ -35,7 +36,9 @@ def _declared_tool(name: str, node: Any) -> Tool | None:
 
 
 def _supplement_tools(name: str, node: Any) -> list[Tool]:
-    return []  # the experience supplement lands with the long-term loop
+    if name == "experience":
+        return [ExperienceTool()]
+    return []
 
 
 def compile_roster(node: Any, *, in_multi_agent_run: bool) -> ToolRoster:

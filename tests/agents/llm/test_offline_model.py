@@ -389,3 +389,146 @@ async def test_consolidation_is_recognised_without_the_marker_and_may_be_empty()
     }
     text = await as_text_completion(OfflineChatModel())([instruction, user("user: nothing memorable happened")])
     assert json.loads(text) == {"edits": []}
+
+
+# -- consolidation of Dream Engine documents, experience review, compaction --------------------
+
+
+def dream_prompt(files, *documents):
+    from memory.dream_prompt import build_prompt
+    from memory.stores.base import ArchiveDocument
+
+    docs = [
+        ArchiveDocument(
+            id=f"doc{i}", session="session:s", summary="## Goal\n- chat", messages=tuple(user_messages), seq=i
+        )
+        for i, user_messages in enumerate(documents, 1)
+    ]
+    return build_prompt(documents=docs, files=files, caps={"SOUL.md": 1500, "USER.md": 1500, "MEMORY.md": 3000})
+
+
+async def test_dream_documents_give_edits_with_their_source_and_the_newer_fact_wins():
+    from memory.dream_prompt import CONSOLIDATION_MARKER
+
+    assert CONSOLIDATION_MARKER == OFFLINE_CONSOLIDATION_MARKER
+    said = lambda text: Message(role="user", content=text)  # noqa: E731
+    prompt = dream_prompt(
+        {"USER.md": "- Name: Sam\n- Likes jazz", "MEMORY.md": "- The deploy is on Friday"},
+        [said("I live in Lyon. Your name is Ada."), Message(role="assistant", content="My name is Bob.")],
+        [said("I moved to Paris. Forget that the deploy is on Friday. I don't like jazz anymore. My name is Sam.")],
+    )
+    edits = json.loads(await as_text_completion(OfflineChatModel())(prompt))["edits"]
+    assert edits == [
+        {"file": "USER.md", "action": "add", "text": "Lives in Lyon", "source": "doc1", "about": "user"},
+        {"file": "SOUL.md", "action": "add", "text": "Name: Ada", "source": "doc1", "about": "identity"},
+        {
+            "file": "USER.md",
+            "action": "update",
+            "old": "Lives in Lyon",
+            "text": "Lives in Paris",
+            "source": "doc2",
+            "about": "user",
+        },
+        {"file": "MEMORY.md", "action": "remove", "old": "The deploy is on Friday", "source": "doc2", "about": "fact"},
+        {"file": "USER.md", "action": "remove", "old": "Likes jazz", "source": "doc2", "about": "user"},
+    ]
+
+
+async def test_a_document_without_user_messages_falls_back_to_its_summary():
+    from memory.dream_prompt import build_prompt
+    from memory.stores.base import ArchiveDocument
+
+    doc = ArchiveDocument(id="d1", session="session:s", summary="## Facts learned\n- Name: Kim\n- Works at Acme", seq=1)
+    prompt = build_prompt(documents=[doc], files={}, caps={})
+    edits = json.loads(await as_text_completion(OfflineChatModel())(prompt))["edits"]
+    assert [(e["text"], e["source"]) for e in edits] == [("Name: Kim", "d1"), ("Works at Acme", "d1")]
+
+
+REVIEW_TOOLS = [
+    {"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+    for n in ("list_experiences", "read_experience", "create_experience", "update_experience")
+]
+
+
+def review_request(run_xml, *steps):
+    from agents.llm.offline import OFFLINE_REVIEW_MARKER
+
+    return [
+        {"role": "system", "content": f"{OFFLINE_REVIEW_MARKER}\nYou review runs."},
+        user(f"Review this run.\n<run>\n{run_xml}\n</run>"),
+        *steps,
+    ]
+
+
+def call_and_result(call_id, name, arguments, result):
+    return [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": result},
+    ]
+
+
+async def test_the_reviewer_lists_then_creates_or_updates_one_lesson_per_failed_tool():
+    failed = (
+        '<message role="tool" name="todo" status="error">Error: invalid arguments for todo: item is required</message>'
+    )
+    ok = '<message role="tool" name="todo" status="ok">Added.</message>'
+    quiet = await complete(OfflineChatModel(), messages=review_request(ok), tools=REVIEW_TOOLS)
+    assert quiet.tool_calls == () and quiet.content == "Nothing to record."
+
+    first = await complete(OfflineChatModel(), messages=review_request(failed), tools=REVIEW_TOOLS)
+    assert [c.name for c in first.tool_calls] == ["list_experiences"]
+    listed = call_and_result("c1", "list_experiences", {}, "No lessons recorded yet.")
+    create = await complete(OfflineChatModel(), messages=review_request(failed, *listed), tools=REVIEW_TOOLS)
+    [call] = create.tool_calls
+    args = json.loads(call.arguments_json)
+    assert call.name == "create_experience" and args["name"] == "Calling todo"
+    assert "invalid arguments for todo: item is required" in args["body"] and args["description"]
+    done = call_and_result("c2", "create_experience", args, "Created experience.calling-todo.md.")
+    final = await complete(OfflineChatModel(), messages=review_request(failed, *listed, *done), tools=REVIEW_TOOLS)
+    assert final.tool_calls == () and "calling-todo" in final.content
+
+    existing = call_and_result(
+        "c1", "list_experiences", {}, "- calling-todo: Calling todo — What to check (updated 2025-01-01)"
+    )
+    read = await complete(OfflineChatModel(), messages=review_request(failed, *existing), tools=REVIEW_TOOLS)
+    assert [(c.name, json.loads(c.arguments_json)) for c in read.tool_calls] == [
+        ("read_experience", {"name": "calling-todo"})
+    ]
+    body = "---\nname: Calling todo\ndescription: x\nupdated: 2025-01-01T00:00:00+00:00\n---\n## Lesson\nOld text."
+    opened = call_and_result("c2", "read_experience", {"name": "calling-todo"}, body)
+    update = await complete(OfflineChatModel(), messages=review_request(failed, *existing, *opened), tools=REVIEW_TOOLS)
+    [call] = update.tool_calls
+    assert call.name == "update_experience"
+    assert (
+        json.loads(call.arguments_json)["body"]
+        == "## Lesson\nOld text.\n- invalid arguments for todo: item is required"
+    )
+    # not a review without the marker or without the tools
+    plain = await complete(OfflineChatModel(), messages=[user("hello")], tools=REVIEW_TOOLS)
+    assert plain.tool_calls == ()
+
+
+async def test_a_compact_summary_as_last_message_triggers_no_tools():
+    summary = user(
+        "[compact_summary] Earlier history.\n## Open tasks\n- Try “remember that …”, “search the archive for …”"
+    )
+    completion = await complete(OfflineChatModel(), messages=[SYSTEM, summary], tools=TOOLS)
+    assert completion.tool_calls == () and "compacted" in completion.content
+
+
+async def test_summary_sections_named_like_roles_are_kept():
+    instruction = {
+        "role": "system",
+        "content": "Summarize the earlier history. Write Markdown with exactly these level-2 sections:\n"
+        "## Goal\n## Decisions\n## Facts learned\n## Open tasks\n## Reasoning trail\n## Tool results that matter",
+    }
+    text = await as_text_completion(OfflineChatModel())(
+        [instruction, user("<transcript>\nuser: My name is Sam.\n</transcript>")]
+    )
+    assert "## Tool results that matter" in text and "## Facts learned\n- Name: Sam" in text

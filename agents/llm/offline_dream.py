@@ -1,0 +1,119 @@
+"""The offline model's answer to a Dream Engine request that shows archive documents.
+
+When the consolidation request holds ``<archive_document id=".." seq="..">`` blocks (the form
+``memory.dream_prompt`` renders), each edit names the document it came from (``source``) and
+what it is about (``about``: ``identity`` for SOUL.md, ``user`` for USER.md, ``fact`` for
+MEMORY.md). Documents are read oldest first against a running copy of the current files, so a
+later document's single-valued fact (name, location, identity) updates the line an earlier one
+added: the newer fact wins. Evidence is what the user said (``<message role="user">``); a
+document without user messages falls back to its summary.
+
+"forget that X" / "forget X" removes the current line that mentions X; "I no longer like X" /
+"I don't like X anymore" removes "Likes X". Such sentences are not mined for facts.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+
+from agents.llm import offline_facts as facts
+from agents.llm.offline_summary import existing_core
+
+_DOCUMENT = re.compile(r"<archive_document\b(?P<attrs>[^>]*)>(?P<body>.*?)</archive_document>", re.DOTALL)
+_ATTR = re.compile(r'(\w+)="([^"]*)"')
+_USER_MESSAGE = re.compile(r'<message\b[^>]*\brole="user"[^>]*>(?P<text>.*?)</message>', re.DOTALL)
+_SUMMARY = re.compile(r"<summary\b[^>]*>(?P<text>.*?)</summary>", re.DOTALL)
+_FORGET = re.compile(r"\bforget(?:\s+that|\s+about)?\s+(?P<v>[^\n.!?]+)", re.IGNORECASE)
+_NO_LONGER = re.compile(
+    r"\bi (?:no longer|don't|do not) (?P<verb>like|love|enjoy|prefer)\s+"
+    r"(?P<v>[^\n.!?]+?)(?:\s+any ?more)?\s*(?:[.!?]|$)",
+    re.IGNORECASE,
+)
+_ABOUT = {facts.SOUL_FILE: "identity", facts.USER_FILE: "user", facts.MEMORY_FILE: "fact"}
+_STOP = frozenset({"the", "a", "an", "my", "that", "is", "are", "i", "to", "of", "in", "on"})
+
+
+def has_documents(text: str) -> bool:
+    """True when the request shows archive documents in the Dream Engine's form."""
+    return "<archive_document" in text
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9']+", text.lower()) if w not in _STOP}
+
+
+def _matching_line(lines: list[str], target: str) -> str | None:
+    """The current line best matching what the user asked to forget (all its words present)."""
+    want = _words(target)
+    if not want:
+        return None
+    hits = [line for line in lines if want <= _words(line)]
+    return hits[0] if hits else None
+
+
+def _documents(text: str) -> list[tuple[str, str]]:
+    """``(id, evidence text)`` per document, in the order shown (oldest first)."""
+    out = []
+    for match in _DOCUMENT.finditer(text):
+        attrs = dict(_ATTR.findall(match.group("attrs")))
+        body = match.group("body")
+        said = [html.unescape(m.group("text")) for m in _USER_MESSAGE.finditer(body)]
+        if not said:
+            summary = _SUMMARY.search(body)
+            said = [html.unescape(summary.group("text"))] if summary else []
+        if "id" in attrs:
+            out.append((html.unescape(attrs["id"]), "\n".join(said)))
+    return out
+
+
+def _same_kind(line: str, fact: facts.Fact) -> bool:
+    return any(f.kind == fact.kind for f in facts.extract_facts(line))
+
+
+def build_document_consolidation(everything: str) -> str:
+    """JSON edits with ``source`` and ``about`` for the documents in ``everything``."""
+    state = {file: list(lines) for file, lines in existing_core(everything).items()}
+    edits: list[dict[str, str]] = []
+
+    def emit(edit: dict[str, str]) -> None:
+        file = edit["file"]
+        lines = state[file]
+        if edit["action"] == "add":
+            lines.append(edit["text"])
+        elif edit["action"] == "update":
+            lines[lines.index(edit["old"])] = edit["text"]
+        else:
+            lines.remove(edit["old"])
+        edit["about"] = _ABOUT[file]
+        edits.append(edit)
+
+    for source, evidence in _documents(everything):
+        for sentence in facts.sentences(evidence):
+            forget = _FORGET.search(sentence)
+            dislike = _NO_LONGER.search(sentence)
+            if forget or dislike:
+                if forget:
+                    target = facts.clean_value(forget.group("v"), cut_clauses=False)
+                    for file in (facts.USER_FILE, facts.MEMORY_FILE):
+                        line = _matching_line(state[file], target)
+                        if line is not None:
+                            emit({"file": file, "action": "remove", "old": line, "source": source})
+                            break
+                else:
+                    target = f"{dislike.group('verb')}s {facts.clean_value(dislike.group('v'))}"
+                    line = _matching_line(state[facts.USER_FILE], target)
+                    if line is not None:
+                        emit({"file": facts.USER_FILE, "action": "remove", "old": line, "source": source})
+                continue
+            for fact in facts.extract_facts(sentence):
+                lines = state[fact.file]
+                if fact.text.lower() in (line.lower() for line in lines):
+                    continue
+                old = next((line for line in lines if fact.single_valued and _same_kind(line, fact)), None)
+                if old is not None:
+                    emit({"file": fact.file, "action": "update", "old": old, "text": fact.text, "source": source})
+                else:
+                    emit({"file": fact.file, "action": "add", "text": fact.text, "source": source})
+    return json.dumps({"edits": edits}, ensure_ascii=False, indent=2)

@@ -1,0 +1,369 @@
+"""The long-term loop end to end: conversation → cleanup → archive → Dream Engine → next turn.
+
+Everything runs with the offline model over real stores of both backends; background tasks are
+recorded by the test DummyBackend and run deterministically with ``arun_recorded_tasks`` (and
+once through the real django-tasks-db worker).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.tasks import TaskResultStatus, default_task_backend, task_backends
+from django.utils import timezone
+
+from agents.declaration import load_declaration
+from agents.events import CleanupDone, TurnFinished
+from agents.llm import OFFLINE_CONSOLIDATION_MARKER, OfflineChatModel
+from agents.runtime import Runtime
+from agents.services import build_services
+from agents.tasks import (
+    OWNER_KEY,
+    PENDING_KEY,
+    ConsolidationTrigger,
+    LongTermSessionHook,
+    TaskEnvironment,
+    arun_recorded_tasks,
+    consolidate_core_memory,
+    enqueue_consolidation,
+    run_recorded_tasks,
+    task_environment,
+)
+from agents.tools.memory_tools import archive_scope_for
+from memory.core_memory import MEMORY, SOUL, USER, CoreMemory
+from memory.dream_prompt import CONSOLIDATION_MARKER
+from memory.hooks import CleanupFinished
+from memory.messages import Message
+from memory.scopes import SessionScope
+from memory.stores.base import ArchiveDocument
+
+REPO = Path(__file__).resolve().parents[2]
+BACKENDS = ["file", pytest.param("sqlite", marks=pytest.mark.django_db(transaction=True))]
+FACTS = "Hi! My name is Sam and I live in Lisbon. We decided to use SQLite for the store."
+
+
+def agent_node(name="default", **memory):
+    node = load_declaration(REPO / "config" / "scopes" / "bot.yml").find(name)
+    return replace(node, memory_config=replace(node.memory_config, **memory)) if memory else node
+
+
+def long_term_agent(**memory):
+    settings = dict(
+        archive_enabled=True, core_enabled=True, context_window=8192, compression_threshold=600, keep_tokens=120
+    )
+    settings.update(memory)
+    return agent_node(**settings)
+
+
+class Recording:
+    """A ChatModel wrapper that records every request it forwards to the offline model."""
+
+    def __init__(self, inner=None) -> None:
+        self.inner = inner or OfflineChatModel()
+        self.name = self.inner.name
+        self.requests: list[dict] = []
+        self.fail_consolidation = False
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def stream(self, *, messages, tools=None, **options):
+        self.requests.append({"messages": messages, "tools": tools})
+        if self.fail_consolidation and any(OFFLINE_CONSOLIDATION_MARKER in str(m.get("content")) for m in messages):
+            return self._fail()
+        return self.inner.stream(messages=messages, tools=tools, **options)
+
+    async def _fail(self):
+        raise RuntimeError("the endpoint is down")
+        yield  # pragma: no cover
+
+    def agent_requests(self):
+        """Requests of the main agent's own turns (its roster has the archive tool)."""
+        return [r for r in self.requests if "archive_search" in {t["function"]["name"] for t in r["tools"] or []}]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def fresh_queue():
+    default_task_backend.clear()
+    yield
+    default_task_backend.clear()
+
+
+def setup(tmp_path, backend, agent):
+    model = Recording()
+    services = build_services(backend=backend, workspace=tmp_path, model=model)
+    env = TaskEnvironment(services=services, find_agent={agent.name: agent}.get)
+    return Runtime(services=services), services, env, model
+
+
+async def turn(runtime, agent, session, text, user="7"):
+    return [event async for event in runtime.run_turn(agent=agent, user_id=user, session=session, text=text)]
+
+
+def off_loop(fn, *args, **kwargs):
+    return sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+
+
+def queued(name):
+    return [r for r in default_task_backend.results if r.task.name == name]
+
+
+async def talk_until_cleanup(runtime, agent, session, first=FACTS, limit=8):
+    cleanups = []
+    texts = [first] + [
+        f"Let us talk about topic number {i}, which is long enough to fill the window quickly." for i in range(limit)
+    ]
+    for text in texts:
+        events = await turn(runtime, agent, session, text)
+        cleanups += [e for e in events if isinstance(e, CleanupDone) and e.committed]
+        if cleanups:
+            break
+    assert cleanups, "the session never crossed its threshold"
+
+
+async def test_facts_told_in_conversation_reach_core_memory_and_the_next_turn(tmp_path, backend):
+    agent = long_term_agent()
+    runtime, services, env, model = setup(tmp_path, backend, agent)
+    session = SessionScope("lt1")
+    await talk_until_cleanup(runtime, agent, session)
+
+    scope = archive_scope_for(agent="default", user_id="7")
+    [document] = await off_loop(services.bundle.archive.list, scope)
+    assert "Lisbon" in document.search_text()
+    assert len(queued("consolidate_core_memory")) == 1  # queued by the cleanup, not run inline
+    core = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7")
+    assert (await off_loop(core.read, file=USER)).text == ""
+
+    ran = await arun_recorded_tasks(environment=env)
+    assert all(r.status == TaskResultStatus.SUCCESSFUL for r in ran)
+    user_md, memory_md = (await off_loop(core.read, file=USER)).text, (await off_loop(core.read, file=MEMORY)).text
+    assert "Name: Sam" in user_md and "Lives in Lisbon" in user_md
+    assert "Decided: use SQLite for the store" in memory_md
+    assert (await off_loop(core.history, file=USER))[-1].source == "dream"
+    assert await off_loop(services.bundle.cursors.get, scope, "dream") == document.seq
+    consolidation = [r for r in model.requests if CONSOLIDATION_MARKER in r["messages"][0]["content"]]
+    assert len(consolidation) == 1 and document.id in consolidation[0]["messages"][1]["content"]
+
+    events = await turn(runtime, agent, session, "What do you know about me?")
+    system = model.agent_requests()[-1]["messages"][0]["content"]
+    profile = system.split("<user_profile>")[1].split("</user_profile>")[0]
+    known = system.split("<known_facts>")[1].split("</known_facts>")[0]
+    assert "Name: Sam" in profile and "Lives in Lisbon" in profile
+    assert "Decided: use SQLite for the store" in known
+    assert "<archive_summaries>" in system  # the archive layer is in context too
+    answer = [e for e in events if isinstance(e, TurnFinished)][0].message.content
+    assert "Name: Sam" in answer
+
+
+async def test_archive_search_returns_ranked_documents_with_their_origin(tmp_path, backend):
+    agent = long_term_agent()
+    runtime, services, env, model = setup(tmp_path, backend, agent)
+    session = SessionScope("lt-search")
+    await talk_until_cleanup(runtime, agent, session)
+    scope = archive_scope_for(agent="default", user_id="7")
+    stored = []
+    for i, text in enumerate(
+        ["Lisbon trams, Lisbon food and Lisbon hills.", "Nothing about that city.", "A day trip to Lisbon."]
+    ):
+        document = ArchiveDocument(session=f"session:other{i}", summary=text, title=f"Session other{i}")
+        stored.append(await off_loop(services.bundle.archive.put, scope, document))
+    events = await turn(runtime, agent, session, "Search the archive for Lisbon")
+    [result] = [e for e in events if type(e).__name__ == "ToolFinished"]
+    assert result.ok
+    heads = re.findall(r"^\[archive (\d+) · (\d{4}-\d{2}-\d{2})\] (.*)$", result.content, flags=re.MULTILINE)
+    documents = {d.seq: d for d in await off_loop(services.bundle.archive.list, scope)}
+    seqs = [int(seq) for seq, _, _ in heads]
+    assert len(seqs) >= 3 and all("Lisbon" in documents[seq].search_text() for seq in seqs)
+    assert seqs[:2] == [stored[0].seq, stored[2].seq]  # three mentions rank above one
+    for seq, date, title in heads:
+        document = documents[int(seq)]
+        assert date == f"{document.created_at:%Y-%m-%d}"  # where it came from: seq, date and session
+        assert document.session.removeprefix("session:") in title
+
+
+async def test_layers_off_mean_no_archive_and_no_dream(tmp_path, backend):
+    agent = agent_node(context_window=8192, compression_threshold=600, keep_tokens=120)
+    runtime, services, env, model = setup(tmp_path, backend, agent)
+    session = SessionScope("lt-off")
+    await talk_until_cleanup(runtime, agent, session)
+    assert await off_loop(services.bundle.archive.list, archive_scope_for(agent="default", user_id="7")) == []
+    assert queued("consolidate_core_memory") == []
+    assert await off_loop(services.bundle.kv.get, session, OWNER_KEY) is None
+    with task_environment(env):
+        assert await consolidate_core_memory.acall(agent="default", user="7") == {"status": "disabled"}
+    assert not [r for r in model.requests if CONSOLIDATION_MARKER in r["messages"][0]["content"]]
+
+
+async def test_the_consolidation_task_is_idempotent(tmp_path, backend):
+    agent = long_term_agent()
+    runtime, services, env, model = setup(tmp_path, backend, agent)
+    await talk_until_cleanup(runtime, agent, SessionScope("lt-idem"))
+    kv = services.bundle.kv
+    with task_environment(env):
+        first = await consolidate_core_memory.acall(agent="default", user="7")
+        snapshot = {
+            item.key: item.version for item in await off_loop(kv.list, archive_scope_for(agent="default", user_id="7"))
+        }
+        second = await consolidate_core_memory.acall(agent="default", user="7")
+    assert first["status"] == "consolidated" and first["edits"]
+    assert second == {**second, "status": "up_to_date", "edits": [], "documents": 0}
+    after = {
+        item.key: item.version for item in await off_loop(kv.list, archive_scope_for(agent="default", user_id="7"))
+    }
+    assert after == snapshot
+
+
+async def test_a_failing_model_schedules_one_retry_later_and_changes_nothing(tmp_path, backend):
+    agent = long_term_agent()
+    runtime, services, env, model = setup(tmp_path, backend, agent)
+    await talk_until_cleanup(runtime, agent, SessionScope("lt-fail"))
+    model.fail_consolidation = True
+    ran = await arun_recorded_tasks(environment=env)
+    [dream] = [r for r in ran if r.task.name == "consolidate_core_memory"]
+    assert dream.return_value["status"] == "failed" and "endpoint is down" in dream.return_value["error"]
+    scope = archive_scope_for(agent="default", user_id="7")
+    assert await off_loop(services.bundle.cursors.get, scope, "dream") is None
+    core = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7")
+    assert all(not s.exists for s in await off_loop(core.read_all))
+    [retry] = [r for r in queued("consolidate_core_memory") if r.status == TaskResultStatus.READY]
+    assert retry.task.run_after > timezone.now() + timedelta(seconds=30)  # later, not in a tight loop
+    assert await arun_recorded_tasks(environment=env) == []  # not due yet
+    model.fail_consolidation = False
+    moment = retry.task.run_after + timedelta(seconds=1)
+    later = await arun_recorded_tasks(environment=replace(env, clock=lambda: moment), now=moment)
+    assert [r.return_value["status"] for r in later] == ["consolidated"]
+    assert "Name: Sam" in (await off_loop(core.read, file=USER)).text
+
+
+def test_a_cleanup_before_the_owner_is_known_is_queued_when_the_run_ends(tmp_path):
+    services = build_services(backend="file", workspace=tmp_path, model=OfflineChatModel())
+    session = SessionScope("first-run")
+    trigger = ConsolidationTrigger(kv=services.bundle.kv)
+    event = CleanupFinished(session, 3, 2, 900, 300, None, "doc1", False, 3)
+    trigger(event)
+    assert queued("consolidate_core_memory") == [] and services.bundle.kv.get(session, PENDING_KEY) is not None
+    hook = LongTermSessionHook(services=services)
+    from asgiref.sync import async_to_sync
+
+    async_to_sync(hook)(
+        agent=long_term_agent(), user_id="7", session=session, final=Message(role="assistant", content="ok")
+    )
+    assert services.bundle.kv.get(session, PENDING_KEY) is None
+    assert [r.kwargs for r in queued("consolidate_core_memory")] == [
+        {"agent": "default", "user": "7", "mode": "incremental"}
+    ]
+    assert json.loads(services.bundle.kv.get_value(session, OWNER_KEY)) == {
+        "agent": "default",
+        "user": "7",
+        "core": True,
+    }
+    trigger(event)  # now the owner is known: queued right away
+    assert len(queued("consolidate_core_memory")) == 2
+    trigger(CleanupFinished(session, 3, 2, 900, 300, None, None, False, 3))  # no archive document: nothing
+    assert len(queued("consolidate_core_memory")) == 2
+
+
+def put_docs(services, user, texts):
+    scope = archive_scope_for(agent="default", user_id=user)
+    for text in texts:
+        services.bundle.archive.put(
+            scope,
+            ArchiveDocument(
+                session="session:c1", summary=f"## Facts\n- {text}", messages=(Message(role="user", content=text),)
+            ),
+        )
+
+
+@pytest.mark.parametrize("backend_name", ["file", pytest.param("sqlite", marks=pytest.mark.django_db)])
+def test_the_dream_command_consolidates_with_progress(tmp_path, backend_name, owner, settings):
+    agent = long_term_agent()
+    services = build_services(backend=backend_name, workspace=tmp_path, model=OfflineChatModel())
+    env = TaskEnvironment(services=services, find_agent={"default": agent, "reviewer": agent_node("reviewer")}.get)
+    user = str(owner.pk)
+    put_docs(services, user, [f"I like topic {i}." for i in range(9)] + ["My name is Sam."])
+    out, err = io.StringIO(), io.StringIO()
+    with task_environment(env):
+        call_command("dream", stdout=out, stderr=err)
+        text = out.getvalue()
+        assert f"default / user {user}: consolidating (incremental)" in text
+        assert "8 document(s) read, through seq 8 of 10" in text and "10 document(s) read, through seq 10 of 10" in text
+        assert "10 document(s), 10 edit(s) applied (USER.md v2); cursor 10" in text
+        assert "USER.md: + Name: Sam" in text
+        core = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user=user)
+        assert "Likes topic 0" in core.read(file=USER).text and "Name: Sam" in core.read(file=USER).text
+
+        out = io.StringIO()
+        call_command("dream", "--user", user, stdout=out)
+        assert "Nothing to consolidate" in out.getvalue()
+        out = io.StringIO()
+        call_command("dream", "--full", "--agent", "default", stdout=out)
+        assert "consolidating (full)" in out.getvalue() and "0 edit(s) applied (no file changed)" in out.getvalue()
+        with pytest.raises(CommandError, match="archive or core memory off"):
+            call_command("dream", "--agent", "reviewer", stdout=io.StringIO())
+    assert err.getvalue() == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_dream_command_reports_a_failure(tmp_path, owner):
+    class Broken(Recording):
+        def __init__(self):
+            super().__init__()
+            self.fail_consolidation = True
+
+    agent = long_term_agent()
+    services = build_services(backend="file", workspace=tmp_path, model=Broken())
+    put_docs(services, str(owner.pk), ["My name is Sam."])
+    err = io.StringIO()
+    with task_environment(TaskEnvironment(services=services, find_agent={"default": agent}.get)):
+        with pytest.raises(CommandError, match="1 consolidation"):
+            call_command("dream", stdout=io.StringIO(), stderr=err)
+    assert "FAILED" in err.getvalue() and "next automatic attempt" in err.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_database_worker_runs_a_queued_consolidation(tmp_path):
+    from django_tasks_db.backend import DatabaseBackend
+    from django_tasks_db.models import DBTaskResult
+
+    agent = long_term_agent()
+    services = build_services(backend="sqlite", workspace=tmp_path, model=OfflineChatModel())
+    put_docs(services, "7", ["My name is Sam."])
+    original = task_backends["default"]
+    task_backends["default"] = DatabaseBackend("default", {"BACKEND": "django_tasks_db.DatabaseBackend"})
+    try:
+        with task_environment(TaskEnvironment(services=services, find_agent={"default": agent}.get)):
+            result = enqueue_consolidation(agent="default", user="7")
+            assert DBTaskResult.objects.get(id=result.id).status == TaskResultStatus.READY
+            call_command(
+                "db_worker", "--batch", "--no-startup-delay", "--no-reload", stdout=io.StringIO(), stderr=io.StringIO()
+            )
+    finally:
+        task_backends["default"] = original
+    row = DBTaskResult.objects.get(id=result.id)
+    assert row.status == TaskResultStatus.SUCCESSFUL and row.return_value["status"] == "consolidated"
+    core = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7")
+    assert core.read(file=USER).text == "Name: Sam\n" and core.read(file=SOUL).text == ""
+
+
+def test_recorded_tasks_run_in_order_for_sync_callers(tmp_path):
+    agent = long_term_agent()
+    services = build_services(backend="file", workspace=tmp_path, model=OfflineChatModel())
+    put_docs(services, "7", ["My name is Sam."])
+    enqueue_consolidation(agent="default", user="7")
+    enqueue_consolidation(agent="default", user="7")  # a duplicate is harmless
+    ran = run_recorded_tasks(environment=TaskEnvironment(services=services, find_agent={"default": agent}.get))
+    assert [r.return_value["status"] for r in ran] == ["consolidated", "up_to_date"]
