@@ -5,4 +5,5 @@ from agents import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("scopes/", views.scope_editor_view, name="scope_editor"),
+    path("", include("agents.chat_urls")),
 ]

@@ -1,0 +1,252 @@
+"""The chat page in a real browser: headless Chromium (Playwright) against a live daphne server.
+
+The server runs in a spawned process (STACK.md) over a file-based SQLite test database, with a
+declaration whose agent cleans up after a few turns and the offline model slowed down a little,
+so streaming is visible. Screenshots go to artifacts/screenshots/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from channels.testing import ChannelsLiveServerTestCase
+
+from tests.agents.chat.conftest import CHAT_BOT_YML
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[3] / "artifacts" / "screenshots"
+FILLER = " ".join(["we are planning a long walking trip along the coast with friends"] * 8)
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)"),
+]
+
+
+class ChatInTheBrowser(ChannelsLiveServerTestCase):
+    serve_static = True
+    _env_keys = (
+        "DJANGO_ALLOWED_HOSTS",
+        "MODEX_SCOPES_FILE",
+        "MODEX_PERSISTENCE_BACKEND",
+        "MODEX_OFFLINE_CHUNK_DELAY_MS",
+        "DJANGO_ALLOW_ASYNC_UNSAFE",
+    )
+
+    @classmethod
+    def setUpClass(cls):
+        from playwright.sync_api import sync_playwright
+
+        cls._tmp = Path(tempfile.mkdtemp(prefix="modex-browser-"))
+        bot = cls._tmp / "bot.yml"
+        bot.write_text(CHAT_BOT_YML)
+        cls._saved_env = {key: os.environ.get(key) for key in cls._env_keys}
+        # The server process is spawned: it reads its settings from the environment.
+        os.environ.update(
+            DJANGO_ALLOWED_HOSTS="localhost,127.0.0.1",
+            MODEX_SCOPES_FILE=str(bot),
+            MODEX_PERSISTENCE_BACKEND="file",
+            MODEX_OFFLINE_CHUNK_DELAY_MS="30",
+            DJANGO_ALLOW_ASYNC_UNSAFE="true",  # the sync Playwright API runs an event loop here
+        )
+        cls._start_method = multiprocessing.get_start_method(allow_none=True)
+        multiprocessing.set_start_method("spawn", force=True)
+        super().setUpClass()
+        cls._playwright = sync_playwright().start()
+        cls._browser = cls._playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls._browser.close()
+            cls._playwright.stop()
+            super().tearDownClass()
+        finally:
+            multiprocessing.set_start_method(cls._start_method, force=True)
+            for key, value in cls._saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            shutil.rmtree(cls._tmp, ignore_errors=True)
+
+    def setUp(self):
+        from django.contrib.auth import get_user_model
+
+        get_user_model().objects.create_user(username="ada", password="ada-pw-for-tests-1")
+        self.context = self._browser.new_context(viewport={"width": 1440, "height": 900})
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(15000)
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def tearDown(self):
+        self.context.close()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+    def login_and_start(self) -> str:
+        page = self.page
+        page.goto(f"{self.live_server_url}/accounts/login/")
+        page.fill("input[name=username]", "ada")
+        page.fill("input[name=password]", "ada-pw-for-tests-1")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{self.live_server_url}/")
+        page.click("nav >> text=Chat")
+        page.wait_for_selector(".agent-pick")
+        self.shot("chat-01-start")
+        page.click(".agent-pick:has(input[value=default]) button")
+        page.wait_for_selector("#chat.is-connected")
+        return page.url
+
+    def send(self, text: str) -> None:
+        self._sent = text[:24]
+        self.page.fill("#composer-text", text)
+        self.page.press("#composer-text", "Enter")
+
+    def wait_idle(self) -> None:
+        """Until the message just sent is the last one of the user's on the page and its turn is over."""
+        self.page.wait_for_function(
+            "(sent) => { const users = document.querySelectorAll('.msg.user');"
+            " return users.length && users[users.length - 1].textContent.includes(sent)"
+            " && document.querySelector('#composer[data-state=idle]') && !document.querySelector('.msg.live'); }",
+            arg=self._sent,
+        )
+
+    def meter_total(self) -> int:
+        return int(self.page.inner_text("#meter .meter-total strong"))
+
+    # -- the test ---------------------------------------------------------------------------
+
+    def test_chat_streams_meters_cleans_up_and_survives_reload_and_reconnect(self):
+        page = self.page
+        url = self.login_and_start()
+        assert "Offline model." in page.inner_text("#offline-notice")
+        assert self.meter_total() == 0
+
+        # Tokens stream into a live bubble while the completion count grows.
+        self.send("hello there, who are you?")
+        page.wait_for_selector('#composer[data-state="running"]', state="attached")
+        page.wait_for_function(
+            "() => { const c = document.querySelector('.msg.live .streaming');"
+            " return c && c.textContent.length > 10 && +document.querySelector('#meter-completion').textContent > 0; }"
+        )
+        assert page.is_disabled("#composer-text") and page.is_enabled("button.stop")
+        self.shot("chat-02-streaming")
+        self.wait_idle()
+        assert page.locator(".msg.live").count() == 0, "the live bubble became the final message"
+        assert page.locator(".msg.assistant").count() == 1 and page.locator(".msg.user").count() == 1
+        first_total = self.meter_total()
+        assert first_total > 0 and page.locator("#meter-bar .seg-messages").count() == 1
+        assert page.locator("#meter-chart svg .dot").count() == 1
+        assert page.is_enabled("#composer-text")
+
+        # A tool call shows as a collapsible card.
+        self.send("todo: pack the rain jackets")
+        self.wait_idle()
+        assert page.locator("details.tool").count() == 1
+        assert "pack the rain jackets" in page.locator("details.tool").text_content()
+
+        # Past the threshold: cleanup appears as it happens, and the chart marks it.
+        for n in range(8):
+            self.send(f"day {n}: {FILLER}")
+            self.wait_idle()
+            if page.locator(".notice.cleanup:not(.is-running)").count():
+                break
+        notice = page.locator(".notice.cleanup:not(.is-running)").first
+        assert "Cleanup finished" in notice.inner_text()
+        assert re.search(r"\d+ messages? moved", notice.inner_text())
+        assert page.locator("#meter-chart .cleanup-mark").count() == 1
+        notice.scroll_into_view_if_needed()
+        self.shot("chat-03-cleanup")
+
+        # The notice links to the pruned catalog.
+        notice.locator("a").click()
+        page.wait_for_selector(".toc-table")
+        assert page.locator(".toc-table tbody tr").count() >= 2
+        assert page.locator(".pruned-block .block-head").first.inner_text().startswith("## [1] user · ")
+        self.shot("chat-04-pruned")
+
+        # A reload shows the history: the compact summary card, then the kept tail.
+        page.goto(url)
+        page.wait_for_selector("#chat.is-connected")
+        assert page.locator(".msg.summary").count() == 1
+        assert "Earlier messages were summarized" in page.inner_text(".msg.summary")
+        assert page.locator("#meter-chart .cleanup-mark").count() == 1
+        assert self.meter_total() > 0
+        page.eval_on_selector("#messages", "el => { el.style.scrollBehavior = 'auto'; el.scrollTop = 0; }")
+        self.shot("chat-05-reloaded-summary")
+
+        # Stop mid-reply: the composer comes back and the conversation goes on.
+        self.send(f"one more: {FILLER}")
+        page.wait_for_selector(".msg.live .streaming")
+        page.click("button.stop")
+        page.wait_for_selector(".notice.info >> text=Stopped.")
+        self.wait_idle()
+        assert page.locator(".msg.live").count() == 0
+        self.send("are you still there?")
+        self.wait_idle()
+        assert "still there" in page.inner_text(".msg.user >> nth=-1")
+
+        # A dropped socket (the server restarts) reconnects and re-syncs the page.
+        page.eval_on_selector("#messages", "el => el.insertAdjacentHTML('beforeend', '<p id=stale-marker>stale</p>')")
+        self.restart_server()
+        page.wait_for_selector("#connection:not([hidden])", timeout=10000)
+        page.wait_for_selector("#chat.is-connected", timeout=30000)
+        page.wait_for_selector("#stale-marker", state="detached")  # the stream was re-rendered from the session
+        assert "still there" in page.inner_text(".msg.user >> nth=-1")
+        self.send("back again")
+        self.wait_idle()
+        assert "back again" in page.inner_text(".msg.user >> nth=-1")
+
+        # Keep going until the next cleanup: the final page, with its notice and the meter.
+        for n in range(8):
+            self.send(f"week {n}: {FILLER}")
+            self.wait_idle()
+            if page.locator(".notice.cleanup:not(.is-running)").count():
+                break
+        assert page.locator("#meter-chart .cleanup-mark").count() >= 2
+        page.eval_on_selector("#messages", "el => { el.style.scrollBehavior = 'auto'; }")
+        page.locator(".notice.cleanup").first.scroll_into_view_if_needed()
+        self.shot("chat-06-final")
+        assert not self.errors, self.errors
+
+    def restart_server(self) -> None:
+        """Stop the live server and start it again on the same port (sockets drop with 1006)."""
+        cls = type(self)
+        port = cls._port
+        cls._server_process.terminate()
+        cls._server_process.join()
+        time.sleep(0.5)
+        from functools import partial
+
+        from channels.testing.live import make_application, set_database_connection
+
+        cls._server_process = cls.ProtocolServerProcess(
+            cls.host,
+            partial(make_application, static_wrapper=cls.static_wrapper),
+            setup=set_database_connection,
+            port=port,
+        )
+        cls._server_process.start()
+        assert cls._server_process.ready.wait(timeout=30), "the server came back"

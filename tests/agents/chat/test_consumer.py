@@ -1,0 +1,310 @@
+"""ChatConsumer through the real ASGI stack (origin check, session auth, routing) with the offline model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from agents import chat
+from agents.chat_meter import load_history
+from agents.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, MAX_FRAME_BYTES
+from memory.transcript import validate_transcript
+from tests.agents.chat.conftest import drain, open_socket, receive_until
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("allowed_hosts")]
+
+IDLE = 'data-state="idle"'
+RUNNING = 'data-state="running"'
+
+
+async def connected(conversation, user):
+    comm = await open_socket(conversation.pk, user)
+    ok, _ = await comm.connect()
+    assert ok
+    return comm
+
+
+async def send(comm, text):
+    await comm.send_to(text_data=json.dumps({"message": text, "HEADERS": {"HX-Request": "true"}}))
+
+
+async def stored(runtime, conversation):
+    return await sync_to_async(runtime.services.bundle.messages.read, thread_sensitive=True)(chat.session_of(conversation))
+
+
+async def closed_with(comm) -> int:
+    ok, _ = await comm.connect()
+    assert ok, "the consumer accepts, then closes with a code the browser can see"
+    output = await comm.receive_output(timeout=3)
+    assert output["type"] == "websocket.close"
+    return output["code"]
+
+
+# -- who may connect --------------------------------------------------------------------------
+
+
+async def test_anonymous_is_closed_with_4401(conversation):
+    comm = await open_socket(conversation.pk, None)
+    assert await closed_with(comm) == CLOSE_UNAUTHENTICATED
+    assert await comm.receive_nothing()
+
+
+async def test_foreign_origin_is_rejected_by_the_real_application(conversation, owner):
+    comm = await open_socket(conversation.pk, owner, origin=b"http://evil.example")
+    ok, _ = await comm.connect()
+    assert not ok
+    await comm.disconnect()
+
+
+async def test_another_users_conversation_is_closed_with_4404_and_shows_nothing(conversation, owner, outsider, chat_runtime):
+    own = await connected(conversation, owner)
+    await send(own, "my secret is pelican")
+    await receive_until(own, IDLE)
+    await own.disconnect()
+
+    comm = await open_socket(conversation.pk, outsider)
+    assert await closed_with(comm) == CLOSE_NOT_FOUND
+    # The closed socket reads nothing: a message sent anyway is ignored, nothing comes back.
+    await comm.send_to(text_data=json.dumps({"message": "and mine?"}))
+    assert await comm.receive_nothing(timeout=0.3)
+    unknown = await open_socket("f" * 32, outsider)
+    assert await closed_with(unknown) == CLOSE_NOT_FOUND
+    hostile = await open_socket("..", outsider)
+    assert await closed_with(hostile) == CLOSE_NOT_FOUND
+    messages = await stored(chat_runtime, conversation)
+    assert [m.content for m in messages if m.role == "user"] == ["my secret is pelican"]
+
+
+# -- frames -----------------------------------------------------------------------------------
+
+
+async def test_garbage_frames_get_an_error_fragment_and_the_socket_keeps_working(conversation, owner):
+    comm = await connected(conversation, owner)
+    for garbage in ["not json", "[1, 2]", '"text"', "{}", '{"message": 42}', '{"action": "dance"}', '{"message": "x", "HEADERS": 3}']:
+        await comm.send_to(text_data=garbage)
+        frame = await comm.receive_from(timeout=3)
+        assert 'class="notice error"' in frame and "hx-swap-oob" in frame, garbage
+    await comm.send_to(bytes_data=b"\x00\x01")
+    assert "text frames" in await comm.receive_from(timeout=3)
+    await send(comm, "hello there")
+    frames = await receive_until(comm, IDLE)
+    assert any("hello there" in f and 'class="msg user"' in f for f in frames)
+    assert any('class="msg assistant"' in f for f in frames)
+    await comm.disconnect()
+
+
+async def test_oversize_frame_is_refused_and_the_socket_survives(conversation, owner, chat_runtime):
+    comm = await connected(conversation, owner)
+    await comm.send_to(text_data=json.dumps({"message": "x" * (MAX_FRAME_BYTES + 10)}))
+    frame = await comm.receive_from(timeout=3)
+    assert "too large" in frame and "64 KiB" in frame
+    # Multi-byte text counts in bytes, not characters.
+    await comm.send_to(text_data=json.dumps({"message": "é" * (MAX_FRAME_BYTES // 2 + 10)}, ensure_ascii=False))
+    assert "too large" in await comm.receive_from(timeout=3)
+    assert await stored(chat_runtime, conversation) == []
+    await send(comm, "small one")
+    await receive_until(comm, IDLE)
+    await comm.disconnect()
+
+
+async def test_empty_and_too_long_messages_are_rejected_with_the_runtimes_reason(conversation, owner):
+    comm = await connected(conversation, owner)
+    await send(comm, "   ")
+    frames = await receive_until(comm, IDLE)
+    assert any("empty" in f for f in frames)
+    await send(comm, "y" * 40000)
+    frames = await receive_until(comm, IDLE)
+    assert any("too long" in f for f in frames)
+    await comm.disconnect()
+
+
+async def test_busy_while_a_reply_is_written(conversation, owner, make_runtime):
+    make_runtime(chunk_delay=0.03)
+    comm = await connected(conversation, owner)
+    await send(comm, "tell me something long")
+    await receive_until(comm, RUNNING)
+    await send(comm, "and another thing")
+    frames = await receive_until(comm, "still being written")
+    assert not any("and another thing" in f for f in frames)
+    await receive_until(comm, IDLE, timeout=20)
+    await comm.disconnect()
+
+
+async def test_a_second_tab_on_the_same_conversation_is_busy_too(conversation, owner, make_runtime):
+    make_runtime(chunk_delay=0.03)
+    first, second = await connected(conversation, owner), await connected(conversation, owner)
+    await send(first, "first tab")
+    await receive_until(first, RUNNING)
+    await send(second, "second tab")
+    await receive_until(second, "still being written")
+    await receive_until(first, IDLE, timeout=20)
+    await first.disconnect()
+    await second.disconnect()
+
+
+# -- a turn ----------------------------------------------------------------------------------
+
+
+async def test_a_turn_streams_tokens_meter_and_final_markdown(conversation, owner, chat_runtime):
+    comm = await connected(conversation, owner)
+    await send(comm, "hello <script>alert(1)</script>")
+    frames = await receive_until(comm, IDLE)
+    joined = "\n".join(frames)
+    assert "<script>alert(1)" not in joined and "&lt;script&gt;" in joined
+    assert RUNNING in frames[0]
+    chunks = [f for f in frames if re.search(r'hx-swap-oob="beforeend:#live-[^"]+-content"', f)]
+    assert len(chunks) >= 3, "content streams in several chunks"
+    completions = [int(n) for n in re.findall(r'id="meter-completion" hx-swap-oob="true">(\d+)<', joined)]
+    assert completions == sorted(completions) and completions[-1] > 0, "completion tokens grow as they stream"
+    meter = next(f for f in frames if 'id="meter"' in f)
+    for section in ("seg-system", "seg-tools", "seg-messages", 'class="threshold"'):
+        assert section in meter
+    assert 'id="meter-chart" class="meter-chart" hx-swap-oob="true"' in joined
+    assert re.search(r'<article class="msg assistant" id="msg-[0-9a-f]+" hx-swap-oob="outerHTML:#live-', joined)
+    history = await sync_to_async(load_history)(kv=chat_runtime.services.bundle.kv, session=chat.session_of(conversation))
+    assert len(history.points) == 1 and history.sections
+    # The conversation got its title from the first message, shown in the sidebar live.
+    assert 'id="conversation-title"' in joined
+    await comm.disconnect()
+
+
+async def test_tool_calls_render_as_collapsible_cards(conversation, owner, chat_runtime):
+    comm = await connected(conversation, owner)
+    await send(comm, "todo: water the plants")
+    frames = await receive_until(comm, IDLE)
+    joined = "\n".join(frames)
+    assert re.search(r'<details class="tool is-running" id="tool-[^"]+">', joined)
+    assert re.search(r'<details class="tool" id="tool-[^"]+" hx-swap-oob="true">', joined)
+    assert "water the plants" in joined and "chip-tool" in joined
+    validate_transcript(await stored(chat_runtime, conversation))
+    await comm.disconnect()
+
+
+async def test_stop_cancels_mid_stream_and_leaves_a_legal_transcript(conversation, owner, make_runtime):
+    runtime = make_runtime(chunk_delay=0.05)
+    comm = await connected(conversation, owner)
+    await send(comm, "todo: plan a very long trip")
+    await receive_until(comm, "beforeend:#live-")
+    await comm.send_to(text_data=json.dumps({"action": "stop", "HEADERS": {}}))
+    frames = await receive_until(comm, IDLE)
+    assert any("Stopped." in f for f in frames)
+    messages = await stored(runtime, conversation)
+    validate_transcript(messages)
+    assert messages[0].role == "user"
+    # The conversation goes on normally after a stop.
+    await send(comm, "hello again")
+    await receive_until(comm, IDLE, timeout=20)
+    validate_transcript(await stored(runtime, conversation))
+    await comm.disconnect()
+
+
+async def test_disconnect_mid_stream_then_reconnect_with_a_legal_transcript(conversation, owner, make_runtime):
+    runtime = make_runtime(chunk_delay=0.05)
+    comm = await connected(conversation, owner)
+    await send(comm, "todo: call the plumber")
+    await receive_until(comm, "running…")  # inside the tool chain
+    await comm.disconnect()
+    validate_transcript(await stored(runtime, conversation))
+
+    again = await connected(conversation, owner)
+    await again.send_to(text_data=json.dumps({"action": "sync"}))
+    synced = await receive_until(again, 'id="messages"')
+    assert "call the plumber" in synced[-1]
+    await send(again, "are you there?")
+    await receive_until(again, IDLE, timeout=20)
+    messages = await stored(runtime, conversation)
+    validate_transcript(messages)
+    assert [m.content for m in messages if m.role == "user"] == ["todo: call the plumber", "are you there?"]
+    await again.disconnect()
+
+
+async def test_a_turn_that_triggers_cleanup_shows_it_as_it_happens(conversation, owner, chat_runtime):
+    comm = await connected(conversation, owner)
+    filler = " ".join(["the quick brown fox jumps over the lazy dog"] * 14)
+    sequence: list[str] = []
+    for n in range(8):
+        await send(comm, f"message {n}: {filler}")
+        frames = await receive_until(comm, IDLE, timeout=20)
+        if any("Cleanup finished" in f for f in frames):
+            sequence = frames
+            break
+    assert sequence, "the tiny threshold triggers cleanup within a few turns"
+
+    def first(needle):
+        return next(i for i, f in enumerate(sequence) if needle in f)
+
+    order = [
+        first(RUNNING),
+        first('class="msg user"'),
+        first("Cleanup triggered"),
+        first("Cleanup finished"),
+        first('id="meter"'),
+        first("beforeend:#live-"),
+        first("outerHTML:#live-"),
+        first(IDLE),
+    ]
+    assert order == sorted(order), order
+    done = sequence[first("Cleanup finished")]
+    pruned_url = f"/conversations/{conversation.pk}/pruned/"
+    assert pruned_url in done and re.search(r"\d+ messages? moved", done)
+    assert 'class="cleanup-mark"' in done, "the chart marks the cleanup"
+    history = await sync_to_async(load_history)(kv=chat_runtime.services.bundle.kv, session=chat.session_of(conversation))
+    assert len(history.cleanups) == 1
+    messages = await stored(chat_runtime, conversation)
+    assert messages[0].is_compact_summary
+    validate_transcript(messages)
+    await comm.disconnect()
+
+
+async def test_sync_re_renders_history_with_the_summary_card(conversation, owner, chat_runtime):
+    comm = await connected(conversation, owner)
+    filler = " ".join(["lorem ipsum dolor sit amet"] * 30)
+    for n in range(6):
+        await send(comm, f"turn {n} {filler}")
+        await receive_until(comm, IDLE, timeout=20)
+    await comm.send_to(text_data=json.dumps({"action": "sync"}))
+    frame = (await receive_until(comm, 'id="messages"'))[-1]
+    assert "Earlier messages were summarized" in frame
+    assert 'id="meter" class="meter' in frame and 'id="composer"' in frame
+    await comm.disconnect()
+
+
+async def test_sqlite_backend_turn(conversation, owner, make_runtime):
+    runtime = make_runtime(backend="sqlite")
+    comm = await connected(conversation, owner)
+    await send(comm, "remember nothing, just say hi")
+    await receive_until(comm, IDLE)
+    validate_transcript(await stored(runtime, conversation))
+    assert await drain(comm) == []
+    await comm.disconnect()
+
+
+async def test_consumer_cancels_the_turn_task_on_disconnect(conversation, owner, make_runtime):
+    runtime = make_runtime(chunk_delay=0.2)
+    comm = await connected(conversation, owner)
+    await send(comm, "a slow one")
+    await receive_until(comm, RUNNING)
+    await comm.disconnect()
+    await asyncio.sleep(0.05)
+    assert not runtime._running, "the turn ended with the socket"
+
+
+async def test_stop_during_a_long_silence_falls_back_to_cancelling(conversation, owner, make_runtime):
+    runtime = make_runtime(chunk_delay=6.0)  # the first chunk comes at once, the next after 6 s
+    comm = await connected(conversation, owner)
+    await send(comm, "hello slow model")
+    await receive_until(comm, "beforeend:#live-")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await comm.send_to(text_data=json.dumps({"action": "stop"}))
+    frames = await receive_until(comm, IDLE, timeout=5)
+    assert any("Stopped." in f for f in frames)
+    assert loop.time() - started < 4.5, "the stop does not wait for the slow model"
+    messages = await stored(runtime, conversation)
+    validate_transcript(messages)
+    assert messages[-1].role == "assistant" and "stopped" in messages[-1].content
+    await comm.disconnect()
