@@ -31,3 +31,30 @@ class Conversation(models.Model):
     def session_id(self) -> str:
         """The SessionScope id of this conversation's session (a valid scope id)."""
         return self.id
+
+
+class PersonalAPIToken(models.Model):
+    """A personal API token for scripts (``Authorization: Bearer <token>``); see agents/tokens.py.
+
+    The token itself is shown once, at creation; only its sha256 is kept, beside a short
+    public ``prefix`` that finds the row without scanning.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)  # sha256 hex of the whole token
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "personal API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

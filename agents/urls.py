@@ -6,4 +6,5 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("scopes/", views.scope_editor_view, name="scope_editor"),
     path("", include("agents.chat_urls")),
+    path("", include("agents.memory_urls")),
 ]

@@ -1,0 +1,126 @@
+"""Personal API tokens: create (shown once), list, revoke, and authenticate a bearer token.
+
+A token reads ``mdx_<prefix>_<secret>``: ``prefix`` (12 hex characters) is public, stored as
+is and used to find the row; only the sha256 of the whole token is stored, compared in
+constant time. A revoked token, or one whose user is inactive, authenticates nobody.
+``TokenAuth`` is the django-ninja security class for ``Authorization: Bearer <token>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from datetime import timedelta
+
+from django.db import IntegrityError
+from django.utils import timezone
+from ninja.security import HttpBearer, SessionAuth
+
+from agents.models import PersonalAPIToken
+
+TOKEN_PREFIX = "mdx_"
+PREFIX_CHARS = 12
+MAX_NAME = 100
+MAX_ACTIVE_TOKENS = 20
+#: ``last_used_at`` is written at most this often per token (a script may call many times a second).
+TOUCH_EVERY = timedelta(minutes=1)
+
+
+class TokenError(Exception):
+    """Base of the token errors; the message says what to do."""
+
+
+class TokenNotFound(TokenError):
+    """No token of this user by that id (another user's token is reported the same way)."""
+
+
+class InvalidTokenName(TokenError, ValueError):
+    """An empty or over-long token name, or too many active tokens."""
+
+
+def _digest(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def _split(raw: str) -> str | None:
+    """The prefix of a well-formed token, else None."""
+    if not isinstance(raw, str) or len(raw) > 200 or not raw.startswith(TOKEN_PREFIX):
+        return None
+    prefix = raw[len(TOKEN_PREFIX) : len(TOKEN_PREFIX) + PREFIX_CHARS]
+    if len(prefix) != PREFIX_CHARS or raw[len(TOKEN_PREFIX) + PREFIX_CHARS : len(TOKEN_PREFIX) + PREFIX_CHARS + 1] != "_":
+        return None
+    return prefix
+
+
+def create_token(*, user, name: str) -> tuple[PersonalAPIToken, str]:
+    """A new token for ``user``: the row and the token text, which is never retrievable again."""
+    name = " ".join((name or "").split())
+    if not name:
+        raise InvalidTokenName("Give the token a name, e.g. the script that will use it.")
+    if len(name) > MAX_NAME:
+        raise InvalidTokenName(f"A token name has at most {MAX_NAME} characters.")
+    if PersonalAPIToken.objects.filter(user=user, revoked_at__isnull=True).count() >= MAX_ACTIVE_TOKENS:
+        raise InvalidTokenName(f"You have {MAX_ACTIVE_TOKENS} active tokens; revoke one you no longer use first.")
+    for _ in range(5):
+        prefix = secrets.token_hex(PREFIX_CHARS // 2)
+        raw = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+        try:
+            token = PersonalAPIToken.objects.create(user=user, name=name, prefix=prefix, digest=_digest(raw))
+        except IntegrityError:  # a prefix collision: astronomically rare, just draw again
+            continue
+        return token, raw
+    raise TokenError("Could not create a token; try again.")
+
+
+def list_tokens(*, user) -> list[PersonalAPIToken]:
+    """The user's tokens, newest first (revoked ones included, marked by ``revoked_at``)."""
+    return list(PersonalAPIToken.objects.filter(user=user).order_by("-created_at"))
+
+
+def revoke_token(*, user, token_id: int) -> PersonalAPIToken:
+    """Revoke one of the user's tokens (idempotent); raises TokenNotFound for any other id."""
+    token = PersonalAPIToken.objects.filter(user=user, pk=token_id).first()
+    if token is None:
+        raise TokenNotFound("No such token.")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+    return token
+
+
+def authenticate_token(raw: str):
+    """The active user a token belongs to, or None (malformed, unknown, revoked, inactive)."""
+    prefix = _split(raw)
+    if prefix is None:
+        return None
+    token = PersonalAPIToken.objects.select_related("user").filter(prefix=prefix).first()
+    if token is None or not hmac.compare_digest(token.digest, _digest(raw)):
+        return None
+    if token.revoked_at is not None or not token.user.is_active:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > TOUCH_EVERY:
+        PersonalAPIToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user
+
+
+class TokenAuth(HttpBearer):
+    """``Authorization: Bearer <personal API token>``. Sets ``request.user`` to the token's user."""
+
+    def authenticate(self, request, token: str):
+        user = authenticate_token(token.strip())
+        if user is not None:
+            request.user = user
+        return user
+
+
+class BrowserSessionAuth(SessionAuth):
+    """Django's session login, for the browser: CSRF is enforced on unsafe methods (ninja's
+    SessionAuth does it), but only once there is a signed-in session, so an anonymous call
+    (or one with a bad token) gets 401 rather than a confusing CSRF 403."""
+
+    def __call__(self, request):
+        if not request.user.is_authenticated:
+            return None
+        return super().__call__(request)

@@ -1,0 +1,1 @@
+from tests.agents.inspection.support import *  # noqa: F401,F403 - shared fixtures
