@@ -13,7 +13,19 @@ from agents import scope_editor
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html", {"workspace": settings.MODEX_WORKSPACE})
+    """The dashboard: each main agent with its memory layers, and the user's recent chats."""
+    from agents import chat
+
+    services = chat.services()
+    context = {
+        "agents": chat.main_agents(),
+        "conversations": chat.list_conversations(user=request.user)[:8],
+        "offline": services.offline,
+        "model": services.model.describe(),
+        "backend": services.bundle.backend,
+        "workspace": settings.MODEX_WORKSPACE,
+    }
+    return render(request, "home.html", context)
 
 
 def staff_required(view):

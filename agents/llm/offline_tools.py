@@ -112,10 +112,23 @@ def plan_tool_calls(tools: OfflineTools, user: str, offered: set[str]) -> Plan |
         missing = ", ".join(sorted({w[1] for w in wanted}))
         return Plan(
             f"The user asked me to use {missing}, but no such tool is offered here.",
-            f"I would use {missing} for that, but it is not available to me in this conversation.",
+            f"I would use {missing} for that, but it is not available to me in this conversation."
+            + _LAYER_HINTS.get(missing, ""),
         )
     steps = "; ".join(w[3] for w in usable)
     return Plan(f"The request maps to tools: {steps}.", "", [(w[1], w[2]) for w in usable])
+
+
+_LAYER_HINTS = {
+    "core_memory": (
+        " Core memory is switched off for this agent: staff can turn on archive and core memory in "
+        "the scope editor (/scopes/), then restart the server."
+    ),
+    "archive_search": (
+        " The archive is switched off for this agent: staff can turn it on in the scope editor "
+        "(/scopes/), then restart the server."
+    ),
+}
 
 
 def report_tool_results(tools: OfflineTools, messages: list[dict[str, Any]]) -> Plan:

@@ -18,11 +18,20 @@ def test_home_requires_login(client):
 
 @pytest.mark.django_db
 def test_home_renders_after_login(client, django_user_model):
+    from agents.models import Conversation
+
     user = django_user_model.objects.create_user(username="ada", password="pw-for-tests-1")
+    other = django_user_model.objects.create_user(username="eve", password="pw-for-tests-2")
+    Conversation.objects.create(owner=user, agent="default", title="Ada's trip plans")
+    Conversation.objects.create(owner=other, agent="default", title="Eve's secret")
     client.force_login(user)
     response = client.get("/")
     assert response.status_code == 200
-    assert b"Modex" in response.content and b"ada" in response.content
+    page = response.content.decode()
+    assert "ada" in page
+    assert "Chat with default" in page and "Chat with reviewer" in page  # every main agent
+    assert "Ada&#x27;s trip plans" in page
+    assert "secret" not in page  # one user never sees another's conversations
 
 
 @pytest.mark.django_db
