@@ -388,3 +388,68 @@ async def test_a_context_that_cannot_fit_fails_the_turn_clearly(tmp_path, backen
     assert failed and failed[0].kind == "ContextOverflow"
     assert fake_openai.chat_requests == []  # nothing was sent
     validate_transcript(await read(services, SessionScope("tiny")))
+
+
+async def test_the_run_scratchpad_is_shared_with_subagents_and_gone_after_the_run(tmp_path, backend, fake_openai):
+    def answer(request):
+        body = request.json
+        names = {t["function"]["name"] for t in body.get("tools") or []}
+        last = body["messages"][-1]
+        n = len(fake_openai.requests)
+        if "spawn_subagent" in names:  # the main agent
+            if last["role"] == "user":
+                return Reply(tool_calls=[FakeToolCall(f"w{n}", "knowledge_base", '{"action": "write", "key": "plan", "text": "check the logs"}')])
+            if last.get("tool_call_id", "").startswith("w"):
+                return Reply(tool_calls=[FakeToolCall(f"s{n}", "spawn_subagent", '{"agent": "researcher", "task": "follow the plan"}')])
+            return Reply(content=f"Done: {last['content']}")
+        if last["role"] == "user":  # the subagent reads the shared note
+            return Reply(tool_calls=[FakeToolCall(f"r{n}", "knowledge_base", '{"action": "read", "key": "plan"}')])
+        return Reply(content=f"I read: {last['content']}")
+
+    fake_openai.responder = answer
+    runtime, services = make_runtime(tmp_path, backend, openai_model(fake_openai))
+    events = await turn(runtime, agent_node(), SessionScope("pad"), "work together")
+    finished = [e for e in events if isinstance(e, TurnFinished)][0]
+    assert finished.message.content == "Done: I read: check the logs"
+    # a new run starts with an empty scratchpad: it is not memory
+    fake_openai.responder = lambda request: (
+        Reply(tool_calls=[FakeToolCall("again", "knowledge_base", '{"action": "read", "key": "plan"}')])
+        if request.json["messages"][-1]["role"] == "user"
+        else Reply(content=request.json["messages"][-1]["content"])
+    )
+    events = await turn(runtime, agent_node(), SessionScope("pad"), "what was the plan?")
+    assert [e for e in events if isinstance(e, TurnFinished)][0].message.content == "No note named 'plan'."
+    system = fake_openai.chat_requests[-1].json["messages"][0]["content"]
+    assert "check the logs" not in system
+
+
+async def test_after_a_cleanup_the_todo_list_is_put_back_in_front_of_the_agent(tmp_path, backend, fake_openai):
+    agent = agent_node(context_window=4096, compression_threshold=700, keep_tokens=150)
+    summary = "\n".join(f"## {h}\n- ok" for h in ("Goal", "Decisions", "Facts learned", "Open tasks", "Reasoning trail", "Tool results that matter"))
+
+    def answer(request):
+        body = request.json
+        if not body.get("tools"):
+            return Reply(content=summary)
+        last = body["messages"][-1]
+        if last["role"] == "user" and "todo" in last["content"]:
+            return Reply(tool_calls=[FakeToolCall(f"t{len(fake_openai.requests)}", "todo", '{"action": "add", "item": "ship the release notes"}')])
+        return Reply(content="noted " * 40)
+
+    fake_openai.responder = answer
+    runtime, services = make_runtime(tmp_path, backend, openai_model(fake_openai))
+    session = SessionScope("todo")
+    await turn(runtime, agent, session, "todo: ship the release notes")
+    cleaned = False
+    for i in range(8):
+        events = await turn(runtime, agent, session, f"more work {i} " * 10)
+        if any(isinstance(e, CleanupDone) and e.committed for e in events):
+            cleaned = True
+            break
+    assert cleaned
+    systems = [r.json["messages"][0]["content"] for r in fake_openai.chat_requests if r.json.get("tools")]
+    assert "ship the release notes" in systems[-1] and "Context was compacted" in systems[-1]
+    # the note is taken once: the following turn no longer carries it
+    await turn(runtime, agent, session, "and now?")
+    last_system = [r.json["messages"][0]["content"] for r in fake_openai.chat_requests if r.json.get("tools")][-1]
+    assert "Context was compacted" not in last_system
