@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from agents.events import (
     CleanupDone,
@@ -51,7 +52,7 @@ from agents.tools.scratchpad import RunScratchpad
 from memory.assembly.assembler import AssemblyError
 from memory.compression.cleanup import CleanupFailed, arun_cleanup
 from memory.hooks import take_reorientation
-from memory.locks import LeaseBusy, acquire_lease, release_lease
+from memory.locks import Lease, LeaseBusy, LeaseLost, acquire_lease, release_lease, renew_lease
 from memory.messages import Message
 from memory.scopes import SessionScope
 from memory.tokens import count_text
@@ -61,7 +62,8 @@ logger = logging.getLogger("agents.runtime")
 
 DEFAULT_MAX_STEPS = 8
 TURN_LEASE = "turn"
-TURN_LEASE_TTL = 300.0
+TURN_LEASE_TTL = 300.0  # default of settings.MODEX_TURN_LEASE_TTL
+CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
 MAX_USER_CHARS = 32000
 STOPPED_NOTE = "[stopped before the answer was complete]"
 
@@ -103,13 +105,20 @@ class Runtime:
         model: ChatModel | None = None,
         hooks: RuntimeHooks | None = None,
         max_steps: int = DEFAULT_MAX_STEPS,
-        lease_ttl: float = TURN_LEASE_TTL,
+        lease_ttl: float | None = None,
+        cleanup_lease_ttl: float | None = None,
     ) -> None:
         self.services = services
         self.model = model or services.model
         self.hooks = hooks or RuntimeHooks()
         self.max_steps = max_steps
-        self.lease_ttl = lease_ttl
+        # The turn lease is renewed every third of its ttl while the turn runs, so the ttl only
+        # bounds how long a worker that died mid-turn blocks the conversation.
+        self.lease_ttl = getattr(settings, "MODEX_TURN_LEASE_TTL", TURN_LEASE_TTL) if lease_ttl is None else lease_ttl
+        self.cleanup_lease_ttl = (
+            getattr(settings, "MODEX_CLEANUP_LEASE_TTL", CLEANUP_LEASE_TTL) if cleanup_lease_ttl is None
+            else cleanup_lease_ttl
+        )
         self._running: set[str] = set()
         install_runtime_hooks(self)
 
@@ -124,7 +133,13 @@ class Runtime:
         return compile_roster(agent, in_multi_agent_run=in_run)
 
     async def run_turn(self, *, agent: Any, user_id: str, session: SessionScope, text: str) -> AsyncIterator[RuntimeEvent]:
-        """One user turn. Raises TurnBusy (before yielding anything) if one is already running."""
+        """One user turn. Raises TurnBusy (before yielding anything) if one is already running.
+
+        "Running" means in any process sharing the stores: the session's ``turn`` lease is held
+        for the whole turn and renewed as it goes. Should it be lost anyway (this worker stalled
+        past the ttl and another one took the conversation over), the turn ends at its next
+        event with TurnFailed(kind="LeaseLost").
+        """
         if not isinstance(text, str) or not text.strip():
             raise TurnRejected("say something: the message is empty")
         if len(text) > MAX_USER_CHARS:
@@ -139,6 +154,8 @@ class Runtime:
         except LeaseBusy as exc:
             raise TurnBusy(f"a turn of this conversation is already running ({exc})") from None
         self._running.add(key)
+        held, stop, lost = [lease], asyncio.Event(), asyncio.Event()
+        keeper = asyncio.create_task(self._keep_lease(held, stop=stop, lost=lost), name=f"turn-lease-{key}")
         ctx = ToolContext(
             services=self.services, runtime=self, agent=agent, user_id=user_id, session=session, scratchpad=RunScratchpad()
         )
@@ -150,12 +167,44 @@ class Runtime:
                     if isinstance(event, TurnFinished):
                         final = event.message
                     yield event
+                    if lost.is_set() and not isinstance(event, TurnFinished | TurnFailed):
+                        final = None
+                        yield TurnFailed(
+                            error="this conversation was taken over by another worker; send your message again",
+                            kind="LeaseLost",
+                        )
+                        break
         finally:
             self._running.discard(key)
+            stop.set()
             with contextlib.suppress(Exception):
-                await asyncio.shield(_io(release_lease, kv=self.services.bundle.kv, lease=lease))
+                await asyncio.shield(self._end_lease(keeper, held))
         if final is not None:
             await self.hooks.fire(HookPoint.AFTER_GRAPH, agent=agent, user_id=user_id, session=session, final=final)
+
+    async def _keep_lease(self, held: list[Lease], *, stop: asyncio.Event, lost: asyncio.Event) -> None:
+        """Renew the turn lease every third of its ttl until ``stop``; set ``lost`` if it was taken."""
+        interval = self.lease_ttl / 3
+        while True:
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+                return
+            except TimeoutError:
+                pass
+            try:
+                held.append(await _io(renew_lease, kv=self.services.bundle.kv, lease=held[-1], ttl=self.lease_ttl))
+            except LeaseLost:
+                logger.error("the turn lease of %s was taken over while the turn ran", held[-1].scope.key())
+                lost.set()
+                return
+            except Exception:  # a store hiccup: the lease still has two thirds of its ttl; retry
+                logger.warning("could not renew the turn lease of %s", held[-1].scope.key(), exc_info=True)
+
+    async def _end_lease(self, keeper: asyncio.Task, held: list[Lease]) -> None:
+        # The keeper is stopped, not cancelled: a cancel landing during a renewal would let the
+        # write finish unseen, and releasing an outdated version would leave the lease behind.
+        await keeper
+        await _io(release_lease, kv=self.services.bundle.kv, lease=held[-1])
 
     async def run_subagent(self, *, parent: ToolContext, node: Any, task: str) -> str:
         """Run ``node`` on ``task`` in a fresh session; clear that session when it finishes."""
@@ -311,6 +360,7 @@ class Runtime:
                 hooks=self.services.hooks,
                 archive_scope=archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id) if config.archive_enabled else None,
                 force=force,
+                lease_ttl=self.cleanup_lease_ttl,
             )
         except CleanupFailed as exc:
             # The session is unchanged; the turn goes on (assembly keeps the context in the window).

@@ -1,14 +1,22 @@
 """Load test of the chat socket: N users chat at once, over loopback, with the offline model.
 
-    .venv/bin/python benchmarks/load_chat.py                  # starts daphne on 127.0.0.1, N = 10, 50, 200
+    .venv/bin/python benchmarks/load_chat.py                  # one daphne process, N = 10, 50, 200
     .venv/bin/python benchmarks/load_chat.py --levels 10,100 --backend file
+    .venv/bin/python benchmarks/load_chat.py --workers 2 --redis-url redis://127.0.0.1:6379/0
+    .venv/bin/python benchmarks/load_chat.py --compare --start-redis   # 1 process vs 2 workers + Redis
     .venv/bin/python benchmarks/load_chat.py --url http://127.0.0.1:8000   # a running server
 
-Without ``--url`` the script makes a throwaway workspace (migrated SQLite ``state.db``), starts
-``daphne modex_web.asgi:application`` on a free loopback port with the built-in offline model,
-and stops it at the end. With ``--url`` it targets a running server and must share its database
-(same ``MODEX_WORKSPACE`` / ``DATABASE_URL`` in the environment): users, conversations and
-session cookies are made in-process through the ORM, never through the login form.
+Without ``--url`` the script makes a throwaway workspace (migrated SQLite ``state.db``, or the
+database of ``--database-url``), starts the server on a free loopback port with the built-in
+offline model, and stops it at the end. The server is ``make serve``'s launcher
+(scripts/serve.py): ``--workers`` daphne processes on one port (SO_REUSEPORT), the in-memory
+channel layer, or the Redis one with ``--redis-url`` (``--start-redis`` runs a private
+``redis-server`` on a free port for the duration). ``--compare`` runs one process with the
+in-memory layer, then ``--workers`` (default 2) with Redis, and prints the two tables side by
+side (``--out FILE`` also writes them as markdown). With ``--url`` it targets a running server
+and must share its database (same ``MODEX_WORKSPACE`` / ``DATABASE_URL`` in the environment):
+users, conversations and session cookies are made in-process through the ORM, never through
+the login form.
 
 For each level N it makes N users with one conversation each, opens N WebSockets at once, sends
 one message on each (after one unreported warm-up chat) and reports: how many turns completed, first-token latency (message sent →
@@ -25,6 +33,8 @@ import base64
 import hashlib
 import json
 import os
+import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -127,6 +137,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What serves the chats: how many daphne workers, and the channel layer's Redis (if any)."""
+
+    workers: int = 1
+    redis_url: str | None = None
+
+    def describe(self, backend: str) -> str:
+        layer = "Redis channel layer" if self.redis_url else "in-memory channel layer"
+        database = "PostgreSQL" if os.environ.get("DATABASE_URL", "").startswith("postgres") else "SQLite"
+        return (f"{self.workers} daphne worker(s) on one port, {layer}, store backend={backend} on {database}, "
+                "offline model (no delay), 127.0.0.1")
+
+
 def configure_environment(args: argparse.Namespace) -> tuple[str, int]:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "modex_web.settings")
     if args.url:
@@ -137,32 +161,71 @@ def configure_environment(args: argparse.Namespace) -> tuple[str, int]:
         MODEX_WORKSPACE=str(workspace),
         DJANGO_SECRET_KEY="modex-load-test-secret-key-not-for-production-0000",
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+        DJANGO_SECURE="false",  # plain HTTP on loopback
         MODEX_PERSISTENCE_BACKEND=args.backend,
+        MODEX_TASKS_BACKEND="dummy",  # background review tasks would only be recorded
         MODEX_LOG_LEVEL="WARNING",
     )
+    if args.database_url:
+        os.environ["DATABASE_URL"] = args.database_url
+    else:
+        os.environ.pop("DATABASE_URL", None)
+    os.environ.pop("REDIS_URL", None)
     os.environ.pop("OPENAI_BASE_URL", None)
     return "127.0.0.1", free_port()
 
 
-def start_server(port: int) -> subprocess.Popen:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "modex_web.asgi:application"],
-        cwd=REPO,
-        env=os.environ.copy(),
-        stdout=subprocess.DEVNULL,
-        stderr=open(Path(os.environ["MODEX_WORKSPACE"]) / "daphne.log", "wb"),
-    )
-    deadline = time.monotonic() + 30
+def wait_for_port(port: int, process: subprocess.Popen, log: Path, what: str) -> None:
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"daphne exited with {server.returncode}; see {os.environ['MODEX_WORKSPACE']}/daphne.log")
+        if process.poll() is not None:
+            raise SystemExit(f"{what} exited with {process.returncode}; see {log}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return server
+            return
         except OSError:
             time.sleep(0.2)
-    server.terminate()
-    raise SystemExit("daphne did not start within 30 s")
+    process.terminate()
+    raise SystemExit(f"{what} did not start within 60 s; see {log}")
+
+
+def start_server(port: int, setup: Setup) -> subprocess.Popen:
+    """``make serve``'s launcher with ``setup.workers`` daphne workers and no task worker."""
+    env = os.environ.copy()
+    if setup.redis_url:
+        env["REDIS_URL"] = setup.redis_url
+    log = Path(os.environ["MODEX_WORKSPACE"]) / f"serve-{setup.workers}-{port}.log"
+    server = subprocess.Popen(
+        [sys.executable, "scripts/serve.py", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", str(setup.workers), "--task-workers", "0"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "wb"),
+    )
+    wait_for_port(port, server, log, "the server")
+    return server
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
+def start_redis() -> tuple[str, subprocess.Popen]:
+    """A private redis-server on a free loopback port, no persistence (``--start-redis``)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("--start-redis: redis-server is not installed (apt-get install -y redis-server)")
+    port = free_port()
+    log = Path(os.environ["MODEX_WORKSPACE"]) / "redis.log"
+    process = subprocess.Popen(
+        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+    )
+    wait_for_port(port, process, log, "redis-server")
+    return f"redis://127.0.0.1:{port}/0", process
 
 
 def make_users(n: int, run: str) -> list[tuple[str, str]]:
@@ -204,6 +267,7 @@ class Level:
     n: int
     outcomes: list[Outcome] = field(default_factory=list)
     wall: float = 0.0
+    chatting: float = 0.0  # from the moment every socket may send to the last turn's end
 
 
 async def one_chat(host: str, port: int, conversation_id: str, cookie: str, start: asyncio.Event, timeout: float) -> Outcome:
@@ -252,8 +316,10 @@ async def run_level(host: str, port: int, pairs: list[tuple[str, str]], timeout:
     tasks = [asyncio.create_task(one_chat(host, port, cid, cookie, start, timeout)) for cid, cookie in pairs]
     await asyncio.sleep(0.5)  # let the handshakes happen first: the level measures chatting
     start.set()
+    chatting = time.perf_counter()
     level.outcomes = list(await asyncio.gather(*tasks))
     level.wall = time.perf_counter() - began
+    level.chatting = time.perf_counter() - chatting
     return level
 
 
@@ -264,27 +330,72 @@ def percentile(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))]
 
 
-def report(levels: list[Level], backend: str) -> str:
-    def ms(value: float | None) -> str:
-        return "-" if value is None else f"{value * 1000:.0f}"
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.0f}"
 
+
+def summarize(level: Level) -> dict[str, object]:
+    firsts = [o.first_token for o in level.outcomes if o.first_token is not None]
+    turns = [o.turn for o in level.outcomes if o.turn is not None and o.error is None]
+    errors = [o.error for o in level.outcomes if o.error]
+    return {
+        "n": level.n, "completed": len(turns), "first_p50": percentile(firsts, 0.5), "first_p99": percentile(firsts, 0.99),
+        "turn_p50": percentile(turns, 0.5), "turn_p99": percentile(turns, 0.99), "errors": errors, "wall": level.wall,
+        "turns_per_s": len(turns) / level.chatting if level.chatting else 0.0,
+    }
+
+
+def report(levels: list[Level], title: str) -> str:
     lines = [
-        f"backend={backend} model=offline (no delay) host=127.0.0.1 daphne (1 process)",
-        f"{'N':>5} {'completed':>10} {'first p50':>10} {'first p99':>10} {'turn p50':>9} {'turn p99':>9} {'errors':>7} {'wall s':>7}",
+        title,
+        f"{'N':>5} {'completed':>10} {'first p50':>10} {'first p99':>10} {'turn p50':>9} {'turn p99':>9} "
+        f"{'errors':>7} {'wall s':>7} {'turns/s':>8}",
     ]
     for level in levels:
-        firsts = [o.first_token for o in level.outcomes if o.first_token is not None]
-        turns = [o.turn for o in level.outcomes if o.turn is not None and o.error is None]
-        errors = [o.error for o in level.outcomes if o.error]
+        row = summarize(level)
+        errors = row["errors"]
         lines.append(
-            f"{level.n:>5} {len(turns):>5}/{level.n:<4} {ms(percentile(firsts, 0.5)):>10} {ms(percentile(firsts, 0.99)):>10} "
-            f"{ms(percentile(turns, 0.5)):>9} {ms(percentile(turns, 0.99)):>9} {len(errors):>7} {level.wall:>7.1f}"
+            f"{level.n:>5} {row['completed']:>5}/{level.n:<4} {_ms(row['first_p50']):>10} {_ms(row['first_p99']):>10} "
+            f"{_ms(row['turn_p50']):>9} {_ms(row['turn_p99']):>9} {len(errors):>7} {level.wall:>7.1f} "
+            f"{row['turns_per_s']:>8.1f}"
         )
-        kinds = sorted({e for e in errors})
+        kinds = sorted(set(errors))
         if kinds:
             lines.append(f"      errors: {', '.join(f'{k} ×{errors.count(k)}' for k in kinds)}")
-    lines.append("latencies in ms; first = message sent → first streamed content fragment; turn = → composer re-enabled")
+    lines.append("latencies in ms; first = message sent → first streamed content fragment; turn = → composer re-enabled;")
+    lines.append("turns/s = completed turns / seconds from the start signal to the last turn's end")
     return "\n".join(lines)
+
+
+def markdown(results: list[tuple[str, list[Level]]]) -> str:
+    """The setups side by side, one row per level and setup."""
+    lines = [
+        "| N | setup | completed | first p50 ms | first p99 ms | turn p50 ms | turn p99 ms | errors | wall s | turns/s |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    levels = sorted({level.n for _, run in results for level in run})
+    for n in levels:
+        for name, run in results:
+            for level in (lv for lv in run if lv.n == n):
+                row = summarize(level)
+                lines.append(
+                    f"| {n} | {name} | {row['completed']}/{n} | {_ms(row['first_p50'])} | {_ms(row['first_p99'])} | "
+                    f"{_ms(row['turn_p50'])} | {_ms(row['turn_p99'])} | {len(row['errors'])} | {level.wall:.1f} | "
+                    f"{row['turns_per_s']:.1f} |"
+                )
+    return "\n".join(lines)
+
+
+def run_levels(host: str, port: int, levels: list[int], timeout: float, *, warm: int) -> list[Level]:
+    # A few chats first, not reported: each worker's first turn pays for imports and caches
+    # (with several workers, the kernel picks the worker, so warm several times over).
+    asyncio.run(run_level(host, port, make_users(warm, "warm" + uuid.uuid4().hex[:4]), timeout))
+    results = []
+    for n in levels:
+        pairs = make_users(n, uuid.uuid4().hex[:6])
+        results.append(asyncio.run(run_level(host, port, pairs, timeout)))
+        print(f"N={n}: done in {results[-1].wall:.1f} s", file=sys.stderr)
+    return results
 
 
 def main() -> None:
@@ -293,10 +404,26 @@ def main() -> None:
     parser.add_argument("--levels", default="10,50,200", help="comma-separated numbers of concurrent chats")
     parser.add_argument("--backend", default="sqlite", choices=["sqlite", "file"], help="store backend of the started server")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per chat before it counts as a timeout")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="daphne workers of the started server (default 1; with --compare, 2)")
+    parser.add_argument("--redis-url", help="Redis channel layer for the started server (loopback)")
+    parser.add_argument("--start-redis", action="store_true", help="run a private redis-server for the duration")
+    parser.add_argument("--database-url", help="the started server's DATABASE_URL (default: SQLite in a temp workspace)")
+    parser.add_argument("--compare", action="store_true",
+                        help="1 worker + in-memory layer, then --workers (2) + Redis; the tables side by side")
+    parser.add_argument("--out", type=Path, help="also write the results as markdown to this file")
     args = parser.parse_args()
     levels = [int(n) for n in args.levels.split(",") if n.strip()]
     if not levels or min(levels) < 1 or max(levels) > 1000:
         raise SystemExit("--levels: 1 to 1000 chats per level")
+    for url in (args.redis_url, args.database_url):
+        if url and urlsplit(url).hostname not in ("127.0.0.1", "localhost", "::1"):
+            raise SystemExit(f"loopback only: {url} is not on 127.0.0.1 or localhost")
+    if args.url and (args.compare or args.workers or args.redis_url or args.start_redis or args.database_url):
+        raise SystemExit("--url targets a running server: --compare, --workers, --redis-url, --start-redis and "
+                         "--database-url only apply to a server this script starts")
+    if args.compare and not (args.redis_url or args.start_redis):
+        raise SystemExit("--compare needs Redis: --redis-url URL or --start-redis")
 
     host, port = configure_environment(args)
     if host not in ("127.0.0.1", "localhost", "::1"):
@@ -305,25 +432,43 @@ def main() -> None:
     import django
 
     django.setup()
-    server = None
-    if not args.url:
-        from django.core.management import call_command
+    if args.url:
+        print(report(run_levels(host, port, levels, args.timeout, warm=4), f"a running server at {args.url}"))
+        return
+    from django.core.management import call_command
 
-        call_command("migrate", verbosity=0)
-        server = start_server(port)
+    call_command("migrate", verbosity=0)
+    redis = None
     try:
-        # One chat first, not reported: the server's first turn pays for imports and caches.
-        asyncio.run(run_level(host, port, make_users(1, "warm" + uuid.uuid4().hex[:4]), args.timeout))
-        results = []
-        for n in levels:
-            pairs = make_users(n, uuid.uuid4().hex[:6])
-            results.append(asyncio.run(run_level(host, port, pairs, args.timeout)))
-            print(f"N={n}: done in {results[-1].wall:.1f} s", file=sys.stderr)
-        print(report(results, args.backend if not args.url else "(server's)"))
+        redis_url = args.redis_url
+        if args.start_redis:
+            redis_url, redis = start_redis()
+        if args.compare:
+            setups = [Setup(1, None), Setup(args.workers or 2, redis_url)]
+        else:
+            setups = [Setup(args.workers or 1, redis_url)]
+        results: list[tuple[str, list[Level]]] = []
+        for setup in setups:
+            port = free_port()
+            server = start_server(port, setup)
+            try:
+                run = run_levels(host, port, levels, args.timeout, warm=4 * setup.workers)
+            finally:
+                stop_server(server)
+            name = f"{setup.workers} worker{'s' if setup.workers > 1 else ''}, {'Redis' if setup.redis_url else 'in-memory'}"
+            results.append((name, run))
+            print(report(run, setup.describe(args.backend)))
+            print()
+        if len(results) > 1:
+            print(markdown(results))
+        if args.out:
+            title = setups[-1].describe(args.backend).split(", ", 2)[2]
+            args.out.write_text(f"Chat load over loopback ({title}; `{' '.join(sys.argv[1:])}`)\n\n"
+                                f"{markdown(results)}\n")
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
+        if redis is not None:
+            redis.terminate()
+            redis.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,39 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number.")
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value:g} must be at least {minimum:g}.")
+    return value
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """``SECURE_PROXY_SSL_HEADER`` from ``"Header-Name: value"`` (e.g. ``X-Forwarded-Proto: https``).
+
+    Set it only behind a proxy that always sets (or strips) that header: Django then trusts it
+    to say a request came in over HTTPS.
+    """
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    header, sep, value = raw.partition(":")
+    header, value = header.strip(), value.strip()
+    if not sep or not header or not value or not all(c.isalnum() or c == "-" for c in header):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not a 'Header-Name: value' pair; e.g. {name}='X-Forwarded-Proto: https'."
+        )
+    return "HTTP_" + header.upper().replace("-", "_"), value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

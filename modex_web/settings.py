@@ -5,8 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
-from modex_web.env import database_config, env_bool, env_int, env_list, env_path, env_str, secret_key
+from modex_web.env import (
+    database_config,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_path,
+    env_proxy_ssl_header,
+    env_str,
+    secret_key,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -28,6 +39,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # serves the API docs' Swagger UI from /static/ (else from a CDN the CSP refuses)
     "channels",
     "django_tasks_db",
     "memory",
@@ -36,6 +48,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # /static/ from STATIC_ROOT (daphne serves none)
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -58,6 +72,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",
             ],
         },
     },
@@ -72,10 +87,16 @@ if REDIS_URL:
         import channels_redis  # noqa: F401
     except ImportError:  # pragma: no cover - depends on the install
         raise ImproperlyConfigured("REDIS_URL is set but channels-redis is not installed (pip install channels-redis).")
+    # socket_timeout: redis-py 8 reads with a 5 s timeout by default, exactly as long as the
+    # layer's blocking receive (BZPOPMIN, 5 s) waits on an idle channel, so an idle WebSocket
+    # died with "Timeout reading from redis" after about 5 s. Reads must outlast that wait.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": env_int("MODEX_CHANNEL_CAPACITY", 1000, minimum=100)},
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}],
+                "capacity": env_int("MODEX_CHANNEL_CAPACITY", 1000, minimum=100),
+            },
         }
     }
 else:
@@ -113,15 +134,64 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = MODEX_WORKSPACE / "static"
+STATIC_ROOT = env_path("DJANGO_STATIC_ROOT", MODEX_WORKSPACE / "static", base=BASE_DIR)
+# `make serve` runs collectstatic with DJANGO_STATIC_MANIFEST=true: content-hashed names that
+# WhiteNoise serves with a year-long cache. Off, names are plain (nothing needs collectstatic).
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if env_bool("DJANGO_STATIC_MANIFEST", False)
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# HTTPS only, by default whenever DEBUG is off (README "Production"): redirect to HTTPS, HSTS,
+# cookies sent over HTTPS only. Behind a proxy that terminates TLS, set
+# DJANGO_SECURE_PROXY_SSL_HEADER (e.g. "X-Forwarded-Proto: https") so Django sees the request
+# was secure; if the proxy redirects to HTTPS itself, DJANGO_SECURE_SSL_REDIRECT=false.
+# DJANGO_SECURE=false serves plain HTTP (a loopback trial, a load test).
+MODEX_SECURE = env_bool("DJANGO_SECURE", not DEBUG)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", MODEX_SECURE)
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("DJANGO_SECURE_PROXY_SSL_HEADER")
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31_536_000 if MODEX_SECURE else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", MODEX_SECURE)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", MODEX_SECURE)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", MODEX_SECURE)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", MODEX_SECURE)
+
+# Content Security Policy (Django's own middleware), in every mode so development sees what
+# production refuses. Scripts and styles come from /static/ only: no inline script, no inline
+# style attribute (the meter's widths are set by static/js/chat.js from data attributes). The
+# nonce is there for Django's own pages that carry one (e.g. the CSRF failure page).
+# 'self' in connect-src covers the chat's same-origin ws:// / wss:// socket.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],  # the admin's and Swagger UI's icons are data: URLs in CSS
+    "font-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
 
 # Memory system defaults; the declaration (config/scopes/bot.yml) can override per agent.
 MODEX_PERSISTENCE_BACKEND = env_str("MODEX_PERSISTENCE_BACKEND")  # None: take bot.yml's choice
+# Leases (memory/locks.py) keep one turn per conversation and one cleanup per session running,
+# across every worker sharing the database. A running holder renews its lease; these bound how
+# long a worker that died mid-turn or mid-cleanup blocks the next one.
+MODEX_TURN_LEASE_TTL = env_float("MODEX_TURN_LEASE_TTL", 300.0, minimum=1.0)
+MODEX_CLEANUP_LEASE_TTL = env_float("MODEX_CLEANUP_LEASE_TTL", 600.0, minimum=1.0)
 
 LOGGING = {
     "version": 1,

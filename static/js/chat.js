@@ -36,6 +36,15 @@
     }
   });
 
+  // The meter's fragments carry sizes as data-width / data-left: the Content-Security-Policy
+  // refuses inline style attributes, but styles set from this (same-origin) script are allowed.
+  function placeMeter() {
+    document.querySelectorAll("#meter-bar [data-left]").forEach(function (el) { el.style.left = el.dataset.left; });
+    document.querySelectorAll("#meter-bar .seg[data-width]").forEach(function (seg) {
+      if (!seg.style.width) seg.style.width = seg.dataset.width;
+    });
+  }
+
   chat.addEventListener("htmx:wsBeforeMessage", function () {
     var list = messages();
     stickToBottom = !list || nearBottom(list);
@@ -46,16 +55,18 @@
   chat.addEventListener("htmx:wsAfterMessage", function () {
     if (stickToBottom) scrollDown();
     // Grow each bar segment from its previous width to the new one (CSS transitions width).
-    document.querySelectorAll("#meter-bar .seg").forEach(function (seg) {
+    document.querySelectorAll("#meter-bar .seg[data-width]").forEach(function (seg) {
       var before = oldWidths[seg.id];
-      var after = seg.style.width;
-      if (before === undefined || before === after) return;
+      var after = seg.dataset.width;
+      if (seg.style.width === after) return;
+      if (!before || before === after) { seg.style.width = after; return; }
       seg.style.transition = "none";
       seg.style.width = before;
       void seg.offsetWidth;
       seg.style.transition = "";
       seg.style.width = after;
     });
+    placeMeter();
     var text = document.getElementById("composer-text");
     if (text && !text.closest("fieldset").disabled && document.activeElement === document.body) text.focus();
   });
@@ -79,6 +90,6 @@
     else banner("Connection lost. Reconnecting…", "warn");
   });
 
-  document.addEventListener("DOMContentLoaded", scrollDown);
-  if (document.readyState !== "loading") scrollDown();
+  document.addEventListener("DOMContentLoaded", function () { placeMeter(); scrollDown(); });
+  if (document.readyState !== "loading") { placeMeter(); scrollDown(); }
 })();

@@ -317,7 +317,7 @@ def test_history_records_who_changed_what_and_is_capped(bundle, hooks):
     assert core.history(file=SOUL) == []
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, databases="__all__")  # threaded_bundle may be on 'pg'
 def test_concurrent_appends_from_threads_all_land(threaded_bundle):
     import threading
 

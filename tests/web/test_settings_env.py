@@ -77,3 +77,38 @@ def test_database_urls(tmp_path):
 def test_env_path_is_resolved_against_the_repo(monkeypatch, tmp_path):
     monkeypatch.setenv("X_PATH", "ws")
     assert env.env_path("X_PATH", Path("unused"), base=tmp_path) == (tmp_path / "ws").resolve()
+
+
+def test_env_float(monkeypatch):
+    monkeypatch.setenv("X_FLOAT", "2.5")
+    assert env.env_float("X_FLOAT", 1.0) == 2.5
+    monkeypatch.setenv("X_FLOAT", "")
+    assert env.env_float("X_FLOAT", 1.0) == 1.0
+    for bad, message in (("soon", "not a number"), ("nan", "not a finite number"), ("0.5", "at least 1")):
+        monkeypatch.setenv("X_FLOAT", bad)
+        with pytest.raises(ImproperlyConfigured, match=message):
+            env.env_float("X_FLOAT", 3.0, minimum=1.0)
+
+
+def test_env_proxy_ssl_header(monkeypatch):
+    monkeypatch.delenv("X_PROXY", raising=False)
+    assert env.env_proxy_ssl_header("X_PROXY") is None
+    monkeypatch.setenv("X_PROXY", " X-Forwarded-Proto :  https ")
+    assert env.env_proxy_ssl_header("X_PROXY") == ("HTTP_X_FORWARDED_PROTO", "https")
+    for bad in ("https", "X-Forwarded-Proto:", ": https", "X Forwarded: https"):
+        monkeypatch.setenv("X_PROXY", bad)
+        with pytest.raises(ImproperlyConfigured, match="is not a 'Header-Name: value' pair"):
+            env.env_proxy_ssl_header("X_PROXY")
+
+
+def test_every_environment_variable_of_the_settings_is_documented():
+    """settings.py reads its environment only through modex_web/env.py: each name it passes
+    there must appear in the README's configuration table."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    source = (root / "modex_web" / "settings.py").read_text()
+    names = set(re.findall(r'env_\w+\(\s*"([A-Z][A-Z0-9_]+)"', source)) | {"DJANGO_SECRET_KEY"}
+    readme = (root / "README.md").read_text()
+    assert len(names) > 15
+    assert sorted(n for n in names if f"`{n}`" not in readme) == []

@@ -248,7 +248,7 @@ def test_reply_reserve_is_respected(bundle, catalog):
     assert context.total_tokens <= 4096 - 2000
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, databases="__all__")  # threaded_bundle may be on 'pg'
 async def test_aassemble_dispatches_asynchronously(threaded_bundle, catalog, hooks, assembled_events):
     # threaded_bundle: aassemble reads the stores from a worker thread with its own connection.
     session = new_session()

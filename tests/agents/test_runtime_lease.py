@@ -1,0 +1,87 @@
+"""The turn lease of agents/runtime.py: renewed while a turn runs, released at its end, and a turn
+whose lease was taken over stops at its next event. (Across real processes:
+tests/scaleout/test_faults.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from agents.declaration import load_declaration
+from agents.events import TurnFailed, TurnFinished
+from agents.llm import ContentDelta, Finish
+from agents.runtime import Runtime
+from agents.services import build_services
+from memory.scopes import SessionScope
+from memory.transcript import validate_transcript
+
+REPO = Path(__file__).resolve().parents[2]
+BACKENDS = ["file", pytest.param("sqlite", marks=pytest.mark.django_db(transaction=True))]
+LEASE_KEY = "lease.turn"
+
+
+class SlowModel:
+    """Streams ``pieces`` chunks ``delay`` seconds apart."""
+
+    name = "slow"
+
+    def __init__(self, pieces: int, delay: float) -> None:
+        self.pieces, self.delay = pieces, delay
+
+    def describe(self) -> str:
+        return "a slow scripted model"
+
+    async def stream(self, *, messages, tools=None, **options):
+        for i in range(self.pieces):
+            yield ContentDelta(f"piece {i} ")
+            await asyncio.sleep(self.delay)
+        yield Finish("stop")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+def lease_expiry(kv, session) -> datetime | None:
+    item = kv.get(session, LEASE_KEY)
+    return datetime.fromisoformat(json.loads(item.value)["expires_at"]) if item else None
+
+
+async def test_a_turn_longer_than_its_ttl_renews_its_lease_and_releases_it(tmp_path, backend):
+    services = build_services(backend=backend, workspace=tmp_path, model=SlowModel(pieces=12, delay=0.1))
+    runtime = Runtime(services=services, lease_ttl=0.3)
+    agent = load_declaration(REPO / "config" / "scopes" / "bot.yml").find("default")
+    session = SessionScope("long")
+    expiries = set()
+    async for event in runtime.run_turn(agent=agent, user_id="7", session=session, text="a long story please"):
+        expiries.add(await sync_to_async(lease_expiry)(services.bundle.kv, session))
+        assert not isinstance(event, TurnFailed), event
+    assert len(expiries - {None}) >= 3, "the lease should have been renewed several times over 1.2 s"
+    assert await sync_to_async(services.bundle.kv.get)(session, LEASE_KEY) is None, "released at the end"
+
+
+async def test_a_turn_whose_lease_was_taken_over_stops_at_its_next_event(tmp_path, backend):
+    services = build_services(backend=backend, workspace=tmp_path, model=SlowModel(pieces=30, delay=0.1))
+    runtime = Runtime(services=services, lease_ttl=0.6)
+    agent = load_declaration(REPO / "config" / "scopes" / "bot.yml").find("default")
+    session = SessionScope("stolen")
+    kv = services.bundle.kv
+    events = []
+    async for event in runtime.run_turn(agent=agent, user_id="7", session=session, text="a long story please"):
+        events.append(event)
+        if len(events) == 4:  # another worker takes the conversation over (as after a stall)
+            other = json.dumps({"holder": "elsewhere", "acquired_at": "2000-01-01T00:00:00+00:00",
+                                "expires_at": "2999-01-01T00:00:00+00:00"})
+            await sync_to_async(kv.put)(session, LEASE_KEY, other)
+    assert isinstance(events[-1], TurnFailed) and events[-1].kind == "LeaseLost"
+    assert not any(isinstance(e, TurnFinished) for e in events)
+    assert len(events) < 30, "the turn should have stopped within about one renewal interval"
+    validate_transcript(await sync_to_async(services.bundle.messages.read)(session))
+    held = await sync_to_async(kv.get)(session, LEASE_KEY)
+    assert json.loads(held.value)["holder"] == "elsewhere", "the new holder's lease must be left alone"
