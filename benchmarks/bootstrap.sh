@@ -11,21 +11,7 @@ VENV=.venv-bench
 APP_REQS=requirements.txt
 BENCH_REQS=benchmarks/requirements.txt
 
-find_python() {
-  local candidates=(python3.12)
-  for v in "${HOME}"/.pyenv/versions/3.12*/bin/python3.12; do
-    [ -x "$v" ] && candidates+=("$v")
-  done
-  candidates+=(python3.13 python3)
-  for c in "${candidates[@]}"; do
-    if command -v "$c" >/dev/null 2>&1 &&
-       "$c" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then
-      command -v "$c"
-      return 0
-    fi
-  done
-  return 1
-}
+source scripts/find_python.sh
 
 if [ ! -x "$VENV/bin/python" ]; then
   if ! PY="$(find_python)"; then

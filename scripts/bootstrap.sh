@@ -7,20 +7,7 @@ cd "$(dirname "$0")/.."
 REQS="${1:-requirements-dev.txt}"
 VENV=.venv
 
-find_python() {
-  local candidates=(python3.13 python3.12 python3)
-  for v in "${HOME}"/.pyenv/versions/3.1[2-9]*/bin/python3; do
-    [ -x "$v" ] && candidates+=("$v")
-  done
-  for c in "${candidates[@]}"; do
-    if command -v "$c" >/dev/null 2>&1 &&
-       "$c" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then
-      command -v "$c"
-      return 0
-    fi
-  done
-  return 1
-}
+source scripts/find_python.sh
 
 if [ ! -x "$VENV/bin/python" ]; then
   if ! PY="$(find_python)"; then
