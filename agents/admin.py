@@ -1,7 +1,7 @@
 """Admin for conversations (with links to their session and pruned catalog) and API tokens.
 
 The memory admin reads the stores through ``memory.inspection``, whose provider
-``AgentsConfig.ready()`` registers (``agents.services.inspection_source``).
+``AgentsConfig.ready()`` registers (``agents.runtime.services.inspection_source``).
 """
 
 from __future__ import annotations

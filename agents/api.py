@@ -13,7 +13,11 @@ from django.conf import settings
 from ninja import Query, Router, Status
 from ninja.errors import HttpError
 
-from agents import chat, scope_tree, user_memory
+from agents.chat import service as chat
+
+from agents.editor import tree as scope_tree
+
+from agents.personal import memory as user_memory
 from agents.api_schemas import (
     AgentOut,
     CatalogOut,
@@ -32,7 +36,7 @@ from agents.api_schemas import (
     message_out,
 )
 from agents.models import Conversation
-from agents.services import get_services
+from agents.runtime.services import get_services
 from memory.compression.pruned_format import PrunedCatalogError
 from memory.core_memory import CoreFileState, CoreMemoryConflict, CoreMemoryDisabled, CoreMemoryFull, UnknownCoreFile
 from memory.inspection_catalog import table_of_contents

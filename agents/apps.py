@@ -8,8 +8,8 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the boot-time validation of config/scopes/bot.yml (manage.py check & co).
-        from agents import checks  # noqa: F401
-        from agents.services import inspection_source
+        from agents.declarations import checks  # noqa: F401
+        from agents.runtime.services import inspection_source
         from memory import inspection
 
         # memory/ cannot import agents/: the memory admin, archive API and export commands

@@ -15,7 +15,7 @@ What triggers them (never blocking a chat turn: they only enqueue):
   names only the session, so the session's owner is remembered at the end of each run by the
   ``long_term_session`` AFTER_GRAPH hook (``LongTermSessionHook``); a cleanup in a session
   whose owner is not known yet (its first run) is marked and queued when that run ends.
-* AFTER_GRAPH ``experience_review`` (``agents.experience``): queues the review.
+* AFTER_GRAPH ``experience_review`` (``agents.experience.supplement``): queues the review.
 
 Tasks run in ``manage.py db_worker`` (django-tasks-db) in production; they resolve their services
 and agents through ``current_environment()`` (the process's services and booted declaration;
@@ -46,7 +46,7 @@ from memory.scopes import Scope, SessionScope
 from memory.stores.base import ConcurrentChange, KVStore
 
 if TYPE_CHECKING:
-    from agents.services import MemoryServices
+    from agents.runtime.services import MemoryServices
 
 logger = logging.getLogger("agents.tasks")
 
@@ -76,8 +76,8 @@ def current_environment() -> TaskEnvironment:
     with _lock:
         if _installed:
             return _installed[-1]
-    from agents.declaration import get_declaration
-    from agents.services import get_services
+    from agents.declarations import get_declaration
+    from agents.runtime.services import get_services
 
     return TaskEnvironment(services=get_services(), find_agent=lambda name: get_declaration().find(name))
 
@@ -136,8 +136,8 @@ async def consolidate_core_memory(agent: str, user: str, mode: str = Consolidati
 @task()
 async def review_experience(agent: str, user: str, session: str, final_id: str, final_seq: int) -> dict:
     """The ExperienceReviewAgent for the run of ``session`` that ended with ``final_id``."""
-    from agents.experience import experience_enabled
-    from agents.experience_review import ExperienceReviewAgent, ReviewStatus
+    from agents.experience.supplement import experience_enabled
+    from agents.experience.review import ExperienceReviewAgent, ReviewStatus
 
     env = current_environment()
     node = env.find_agent(agent)

@@ -5,6 +5,6 @@ from agents import views
 urlpatterns = [
     path("", views.home, name="home"),
     path("scopes/", views.scope_editor_view, name="scope_editor"),
-    path("", include("agents.chat_urls")),
-    path("", include("agents.memory_urls")),
+    path("", include("agents.chat.urls")),
+    path("", include("agents.personal.urls")),
 ]

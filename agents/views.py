@@ -8,13 +8,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from agents import scope_editor
+from agents.editor import service as scope_editor
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """The dashboard: each main agent with its memory layers, and the user's recent chats."""
-    from agents import chat
+    from agents.chat import service as chat
 
     services = chat.services()
     context = {

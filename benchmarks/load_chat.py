@@ -234,7 +234,7 @@ def make_users(n: int, run: str) -> list[tuple[str, str]]:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from agents.chat import main_agents
+    from agents.chat.service import main_agents
     from agents.models import Conversation
 
     User = get_user_model()

@@ -1,6 +1,6 @@
 """The effective memory configuration of one agent, as the memory system sees it.
 
-``agents.declaration`` builds one per declared node (preset + the node's ``memory:`` block);
+``agents.declarations`` builds one per declared node (preset + the node's ``memory:`` block);
 ``memory`` only reads it, so the memory system never imports agents/.
 """
 

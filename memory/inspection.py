@@ -7,7 +7,7 @@ tree, the SQL backend's ``scope_key`` columns). Scopes whose storage name is a d
 keys too long for a directory or an index) cannot be named back and are left out.
 
 ``memory`` imports nothing from ``agents``: the process's stores are handed in through
-``set_provider`` (``agents.admin`` registers one over ``agents.services.get_services``).
+``set_provider`` (``agents.admin`` registers one over ``agents.runtime.services.get_services``).
 Catalog selectors live in ``memory.inspection_catalog``.
 """
 

@@ -8,7 +8,7 @@ methods). Without either: 401.
 from ninja import NinjaAPI, Schema
 
 from agents.api import router as agents_router
-from agents.tokens import BrowserSessionAuth, TokenAuth
+from agents.personal.tokens import BrowserSessionAuth, TokenAuth
 from memory.api import router as memory_router
 
 api = NinjaAPI(title="Modex API", version="1", urls_namespace="api", auth=[TokenAuth(), BrowserSessionAuth()])

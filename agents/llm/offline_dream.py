@@ -1,7 +1,7 @@
 """The offline model's answer to a Dream Engine request that shows archive documents.
 
 When the consolidation request holds ``<archive_document id=".." seq="..">`` blocks (the form
-``memory.dream_prompt`` renders), each edit names the document it came from (``source``) and
+``memory.dream.prompt`` renders), each edit names the document it came from (``source``) and
 what it is about (``about``: ``identity`` for SOUL.md, ``user`` for USER.md, ``fact`` for
 MEMORY.md). Documents are read oldest first against a running copy of the current files, so a
 later document's single-valued fact (name, location, identity) updates the line an earlier one

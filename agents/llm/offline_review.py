@@ -2,7 +2,7 @@
 
 Recognised when the system messages carry ``REVIEW_MARKER`` and the review tools are offered
 (names in ``ReviewTools``). The run to review is the user message: ``<message role="tool"
-name=".." status="error">`` elements mark failed tool calls (``agents.experience_review``
+name=".." status="error">`` elements mark failed tool calls (``agents.experience.review``
 renders it so). The model then walks the ReAct steps a careful reviewer would:
 
 1. no failed tool call in the run: answer "Nothing to record." (no tool call);
@@ -38,7 +38,7 @@ _FRONT = re.compile(r"\A---\n.*?\n---\n?", re.DOTALL)
 
 @dataclass(frozen=True)
 class ReviewTools:
-    """The reviewer's tool names (the ones ``agents.experience_review`` offers)."""
+    """The reviewer's tool names (the ones ``agents.experience.review`` offers)."""
 
     list: str = "list_experiences"
     read: str = "read_experience"

@@ -239,7 +239,7 @@ def run(*, quick: bool) -> Workload:
         setup_django(root / "workspace", **env)
         from django.contrib.auth import get_user_model
 
-        from agents.chat import main_agents
+        from agents.chat.service import main_agents
         from agents.models import Conversation
 
         user = get_user_model().objects.create_user(username="bench", password=PASSWORD)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.declaration import clear_declaration_cache
+from agents.declarations import clear_declaration_cache
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_BOT_YML = REPO_ROOT / "config" / "scopes" / "bot.yml"

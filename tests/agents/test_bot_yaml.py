@@ -9,8 +9,8 @@ import stat
 
 import pytest
 
-from agents import bot_yaml
-from agents.bot_yaml import (
+from agents.declarations import writeback as bot_yaml
+from agents.declarations.writeback import (
     EDITOR_MARK,
     InvalidEdit,
     MemoryEdit,
@@ -19,7 +19,7 @@ from agents.bot_yaml import (
     apply_memory_edits,
     write_memory_edits,
 )
-from agents.declaration import InvalidDeclaration, ProblemCode, read_declaration, validate_text
+from agents.declarations import InvalidDeclaration, ProblemCode, read_declaration, validate_text
 from tests.agents.conftest import CORPUS
 
 RICH = (CORPUS / "valid" / "rich.yml").read_text()

@@ -12,8 +12,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agents.bot_yaml import MemoryEdit, apply_memory_edits, write_memory_edits
-from agents.declaration import read_declaration, validate_text
+from agents.declarations.writeback import MemoryEdit, apply_memory_edits, write_memory_edits
+from agents.declarations import read_declaration, validate_text
 
 NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=6).map(lambda s: "a" + s)
 COMMENT = st.one_of(st.just(""), st.sampled_from(["  # note", "   # why: because", " # x"]))

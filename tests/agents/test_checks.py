@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from agents.checks import check_scope_declaration
-from agents.declaration import booted_declaration
+from agents.declarations.checks import check_scope_declaration
+from agents.declarations import booted_declaration
 from tests.agents.conftest import CORPUS, REPO_ROOT, SHIPPED_BOT_YML
 
 

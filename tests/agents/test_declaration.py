@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from agents.declaration import (
+from agents.declarations import (
     KNOWN_TOOLS,
     Declaration,
     InvalidDeclaration,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agents import declaration_source
-from agents.declaration import MAX_DECLARATION_BYTES, ProblemCode, read_declaration, validate_text
+from agents.declarations import source as declaration_source
+from agents.declarations import MAX_DECLARATION_BYTES, ProblemCode, read_declaration, validate_text
 from tests.agents.conftest import CORPUS
 
 EXPECT = re.compile(r"^# expect: (\S+) (.+) (\S+)$", re.MULTILINE)

@@ -9,23 +9,23 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.tasks import default_task_backend
 
-from agents.declaration import load_declaration
-from agents.events import ToolFinished, TurnFinished
-from agents.experience import (
+from agents.declarations import load_declaration
+from agents.runtime.events import ToolFinished, TurnFinished
+from agents.experience.supplement import (
     REVIEW_HOOK,
     ExperienceProvider,
     experience_review_hook,
     install_runtime_hooks,
     supplements_for,
 )
-from agents.experience_review import ExperienceReviewAgent, ReviewStatus, ledger_key, render_run
-from agents.experience_store import ExperienceConflict, ExperienceExists, ExperienceStore, InvalidExperience, similar
-from agents.hooks import HookPoint
+from agents.experience.review import ExperienceReviewAgent, ReviewStatus, ledger_key, render_run
+from agents.experience.store import ExperienceConflict, ExperienceExists, ExperienceStore, InvalidExperience, similar
+from agents.runtime.hooks import HookPoint
 from agents.llm import OfflineChatModel
-from agents.runtime import Runtime, ToolContext
-from agents.services import build_services
+from agents.runtime.loop import Runtime, ToolContext
+from agents.runtime.services import build_services
 from agents.tasks import TaskEnvironment, arun_recorded_tasks, review_experience, task_environment
-from agents.tools.scratchpad import RunScratchpad
+from agents.runtime.tools.scratchpad import RunScratchpad
 from memory.assembly.base import AssemblyContext
 from memory.config import MemoryConfig
 from memory.messages import Message, ToolCall

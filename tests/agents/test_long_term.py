@@ -21,11 +21,11 @@ from django.core.management.base import CommandError
 from django.tasks import TaskResultStatus, default_task_backend, task_backends
 from django.utils import timezone
 
-from agents.declaration import load_declaration
-from agents.events import CleanupDone, TurnFinished
+from agents.declarations import load_declaration
+from agents.runtime.events import CleanupDone, TurnFinished
 from agents.llm import OFFLINE_CONSOLIDATION_MARKER, OfflineChatModel
-from agents.runtime import Runtime
-from agents.services import build_services
+from agents.runtime.loop import Runtime
+from agents.runtime.services import build_services
 from agents.tasks import (
     OWNER_KEY,
     PENDING_KEY,
@@ -38,9 +38,9 @@ from agents.tasks import (
     run_recorded_tasks,
     task_environment,
 )
-from agents.tools.memory_tools import archive_scope_for
+from agents.runtime.tools.memory_tools import archive_scope_for
 from memory.core_memory import MEMORY, SOUL, USER, CoreMemory
-from memory.dream_prompt import CONSOLIDATION_MARKER
+from memory.dream.prompt import CONSOLIDATION_MARKER
 from memory.hooks import CleanupFinished
 from memory.messages import Message
 from memory.scopes import SessionScope

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agents.declaration import load_declaration
-from agents.events import CleanupDone, CleanupStarted, ContentChunk, ContextReady, ToolFinished, TurnFailed, TurnFinished
+from agents.declarations import load_declaration
+from agents.runtime.events import CleanupDone, CleanupStarted, ContentChunk, ContextReady, ToolFinished, TurnFailed, TurnFinished
 from agents.llm import OfflineChatModel
 from agents.llm.openai import OpenAIChatModel
-from agents.runtime import Runtime, TurnBusy, TurnRejected
-from agents.services import build_services
-from agents.tools.base import Tool
+from agents.runtime.loop import Runtime, TurnBusy, TurnRejected
+from agents.runtime.services import build_services
+from agents.runtime.tools.base import Tool
 from memory.messages import Message, ToolCall, messages_from_wire
 from memory.scopes import SessionScope
 from memory.tokens import count_text

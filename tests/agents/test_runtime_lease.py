@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents.declaration import load_declaration
-from agents.events import TurnFailed, TurnFinished
+from agents.declarations import load_declaration
+from agents.runtime.events import TurnFailed, TurnFinished
 from agents.llm import ContentDelta, Finish
-from agents.runtime import Runtime
-from agents.services import build_services
+from agents.runtime.loop import Runtime
+from agents.runtime.services import build_services
 from memory.scopes import SessionScope
 from memory.transcript import validate_transcript
 

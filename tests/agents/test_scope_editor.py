@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agents.declaration import adopt_boot_declaration, load_declaration, read_declaration
-from agents.scope_editor import load_editor, save_scope_edits
+from agents.declarations import adopt_boot_declaration, load_declaration, read_declaration
+from agents.editor.service import load_editor, save_scope_edits
 
 URL = "/scopes/"
 

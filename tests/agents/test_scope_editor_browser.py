@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from agents.declaration import load_declaration
+from agents.declarations import load_declaration
 from tests.agents.conftest import REPO_ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")

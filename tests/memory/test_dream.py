@@ -20,8 +20,8 @@ from memory.dream import (
     DreamOptions,
     default_archive_scope,
 )
-from memory.dream_edits import CoreEdit, InvalidAnswer, apply_edits, parse_answer, validate_edits
-from memory.dream_prompt import CONSOLIDATION_MARKER, build_prompt
+from memory.dream.edits import CoreEdit, InvalidAnswer, apply_edits, parse_answer, validate_edits
+from memory.dream.prompt import CONSOLIDATION_MARKER, build_prompt
 from memory.hooks import ConsolidationFinished, CoreMemoryUpdated, MemoryHookDispatcher, MemoryHookPoint
 from memory.locks import acquire_lease
 from memory.messages import Message

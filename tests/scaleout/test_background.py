@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from agents.experience_store import ExperienceStore
-from agents.tools.memory_tools import archive_scope_for
+from agents.experience.store import ExperienceStore
+from agents.runtime.tools.memory_tools import archive_scope_for
 from memory.config import MemoryConfig
 from memory.core_memory import CORE_FILES, CoreMemory
 from memory.dream import DREAM_CONSUMER

@@ -129,7 +129,7 @@ class GatedModel:
 def services(model=None):
     from django.conf import settings
 
-    from agents.services import build_services
+    from agents.runtime.services import build_services
 
     return build_services(backend="sqlite", workspace=Path(settings.MODEX_WORKSPACE), model=model)
 
@@ -164,9 +164,9 @@ def job_turn(args: dict[str, Any]) -> None:
     """One chat turn through the Runtime; ``retry_busy_for`` seconds of retries while busy."""
     from asgiref.sync import async_to_sync
 
-    from agents.declaration import get_declaration
-    from agents.events import MessageStored, TurnFailed, TurnFinished
-    from agents.runtime import Runtime, TurnBusy
+    from agents.declarations import get_declaration
+    from agents.runtime.events import MessageStored, TurnFailed, TurnFinished
+    from agents.runtime.loop import Runtime, TurnBusy
     from memory.scopes import SessionScope
 
     mode = args.get("model", "offline")
@@ -247,9 +247,9 @@ def job_writer(args: dict[str, Any]) -> None:
     run one chat turn in a session of its own. Every error is reported, none is retried."""
     from asgiref.sync import async_to_sync
 
-    from agents.declaration import get_declaration
-    from agents.events import TurnFailed
-    from agents.runtime import Runtime
+    from agents.declarations import get_declaration
+    from agents.runtime.events import TurnFailed
+    from agents.runtime.loop import Runtime
     from memory.messages import Message
     from memory.scopes import SessionScope
     from memory.stores.base import VersionConflict
@@ -286,7 +286,7 @@ def job_writer(args: dict[str, Any]) -> None:
 
 
 def _task_environment(gate: str | None):
-    from agents.declaration import get_declaration
+    from agents.declarations import get_declaration
     from agents.tasks import TaskEnvironment
 
     return TaskEnvironment(services=services(GatedModel(gate)), find_agent=lambda name: get_declaration().find(name))

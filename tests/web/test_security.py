@@ -20,7 +20,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from agents import chat
+from agents.chat import service as chat
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -62,7 +62,7 @@ class Command(BaseCommand):
             raise CommandError(f"{failures} consolidation(s) failed; nothing of the failed batches was applied.")
 
     def _agents(self, env: Any, name: str | None) -> list[Any]:
-        from agents.declaration import get_declaration
+        from agents.declarations import get_declaration
 
         if name is not None:
             node = env.find_agent(name)

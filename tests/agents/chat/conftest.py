@@ -2,7 +2,7 @@
 
 ``chat_bot`` points MODEX_SCOPES_FILE at a declaration whose ``default`` agent has a tiny
 compression threshold (cleanup after a few turns) and one tool (``todo``), so every path of a
-turn shows up quickly. ``chat_runtime`` makes ``agents.chat.get_runtime()`` return a Runtime
+turn shows up quickly. ``chat_runtime`` makes ``agents.chat.service.get_runtime()`` return a Runtime
 over file-backed services in the test's tmp dir with the offline model (``make_runtime`` takes
 a ``chunk_delay`` to slow streaming down, for stop/disconnect tests).
 """
@@ -18,11 +18,11 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
-from agents import chat
+from agents.chat import service as chat
 from agents.llm import OfflineChatModel
 from agents.models import Conversation
-from agents.runtime import Runtime
-from agents.services import build_services
+from agents.runtime.loop import Runtime
+from agents.runtime.services import build_services
 
 CHAT_BOT_YML = """\
 persistence:

@@ -9,9 +9,9 @@ import re
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents import chat
-from agents.chat_meter import load_history
-from agents.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, MAX_FRAME_BYTES
+from agents.chat import service as chat
+from agents.chat.meter import load_history
+from agents.chat.consumer import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, MAX_FRAME_BYTES
 from memory.transcript import validate_transcript
 from tests.agents.chat.conftest import drain, open_socket, receive_until
 

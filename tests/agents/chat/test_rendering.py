@@ -1,4 +1,4 @@
-"""Safe markdown (agents.rendering) and the meter's view models (agents.chat_meter)."""
+"""Safe markdown (agents.chat.rendering) and the meter's view models (agents.chat.meter)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.chat_meter import MeterHistory, chart_view, meter_view, section_key
-from agents.events import CleanupDone, ContextReady
-from agents.rendering import dom_id, render_markdown
+from agents.chat.meter import MeterHistory, chart_view, meter_view, section_key
+from agents.runtime.events import CleanupDone, ContextReady
+from agents.chat.rendering import dom_id, render_markdown
 from memory.hooks import SectionAccount
 
 ALLOWED_TAGS = {"p", "br", "pre", "code", "strong", "em", "ul", "ol", "li", "a", "h3", "h4", "h5", "h6", "blockquote", "hr"}

@@ -8,9 +8,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agents import chat
-from agents.chat_meter import METER_KEY
-from agents.events import ContextReady
+from agents.chat import service as chat
+from agents.chat.meter import METER_KEY
+from agents.runtime.events import ContextReady
 from agents.models import Conversation
 from memory.hooks import SectionAccount
 from memory.messages import Message, ToolCall
@@ -170,7 +170,7 @@ def test_delete_refuses_while_a_reply_is_written(client_for, owner, conversation
 
 
 def test_meter_history_is_kept_in_the_session_kv_and_bounded(conversation, chat_runtime):
-    from agents.chat_meter import MAX_POINTS, load_history, record_context
+    from agents.chat.meter import MAX_POINTS, load_history, record_context
 
     kv, session = chat_runtime.services.bundle.kv, chat.session_of(conversation)
     for n in range(MAX_POINTS + 30):

@@ -1,7 +1,7 @@
 """Shared fixtures of the inspection tests (memory admin, memory pages, API, export/import).
 
 ``services`` builds private memory services of each backend over the test's workspace and makes
-``agents.services.get_services()`` return them; ``memory_bot`` is a declaration with a main agent
+``agents.runtime.services.get_services()`` return them; ``memory_bot`` is a declaration with a main agent
 whose archive and core memory are on (``default``), one with them off (``plain``) and a subagent.
 ``seeded`` fills the owner's memory with a bit of everything, including hostile markup.
 Imported by the conftest of both inspection packages.
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
-from agents import services as services_module
-from agents.declaration import clear_declaration_cache
-from agents.experience_store import ExperienceStore
+from agents.runtime import services as services_module
+from agents.declarations import clear_declaration_cache
+from agents.experience.store import ExperienceStore
 from agents.llm import OfflineChatModel
 from agents.models import Conversation
-from agents.services import MemoryServices, build_services
+from agents.runtime.services import MemoryServices, build_services
 from memory.core_memory import CoreMemory
 from memory.dream import default_archive_scope
 from memory.messages import KIND_COMPACT_SUMMARY, Message, ToolCall
@@ -148,6 +148,6 @@ def seed(services: MemoryServices, user, *, agent: str = "default", marker: str 
 
 
 def _config(agent: str):
-    from agents.declaration import get_declaration
+    from agents.declarations import get_declaration
 
     return get_declaration().find(agent).memory_config

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.test import Client
 
-from agents.tokens import create_token, revoke_token
+from agents.personal.tokens import create_token, revoke_token
 from memory.compression.pruned_format import HEAD_RE
 from tests.agents.inspection.support import seed
 

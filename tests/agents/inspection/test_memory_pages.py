@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agents.declaration import get_declaration
+from agents.declarations import get_declaration
 from memory.core_memory import CoreMemory
 from memory.scopes import AgentScope, UserScope
 from tests.agents.inspection.support import HOSTILE, seed

@@ -17,7 +17,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from agents.tokens import create_token
+from agents.personal.tokens import create_token
 from modex_web.wsgi import application
 from tests.agents.inspection.support import seed
 

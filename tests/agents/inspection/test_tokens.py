@@ -7,7 +7,7 @@ import re
 import pytest
 from django.test import Client
 
-from agents import tokens
+from agents.personal import tokens
 from agents.models import PersonalAPIToken
 
 pytestmark = pytest.mark.django_db

@@ -395,7 +395,7 @@ async def test_consolidation_is_recognised_without_the_marker_and_may_be_empty()
 
 
 def dream_prompt(files, *documents):
-    from memory.dream_prompt import build_prompt
+    from memory.dream.prompt import build_prompt
     from memory.stores.base import ArchiveDocument
 
     docs = [
@@ -408,7 +408,7 @@ def dream_prompt(files, *documents):
 
 
 async def test_dream_documents_give_edits_with_their_source_and_the_newer_fact_wins():
-    from memory.dream_prompt import CONSOLIDATION_MARKER
+    from memory.dream.prompt import CONSOLIDATION_MARKER
 
     assert CONSOLIDATION_MARKER == OFFLINE_CONSOLIDATION_MARKER
     said = lambda text: Message(role="user", content=text)  # noqa: E731
@@ -435,7 +435,7 @@ async def test_dream_documents_give_edits_with_their_source_and_the_newer_fact_w
 
 
 async def test_a_document_without_user_messages_falls_back_to_its_summary():
-    from memory.dream_prompt import build_prompt
+    from memory.dream.prompt import build_prompt
     from memory.stores.base import ArchiveDocument
 
     doc = ArchiveDocument(id="d1", session="session:s", summary="## Facts learned\n- Name: Kim\n- Works at Acme", seq=1)

@@ -1,0 +1,197 @@
+"""The chat WebSocket: ``/ws/chat/<conversation_id>/`` (socket protocol only).
+
+Connect: the user must be signed in (else closed with 4401) and own the conversation (else
+4404, the same for a missing one); nothing sent by the client is read before that.
+
+Frames from the client are JSON objects, as the htmx ws extension sends a form (its fields plus
+``HEADERS``, which is ignored):
+
+* ``{"message": "text"}``: start a turn (one at a time: a second one while a reply is being
+  written gets the error "a reply is still being written");
+* ``{"action": "stop"}``: cancel the running turn (the runtime closes interrupted tool chains);
+* ``{"action": "sync"}``: re-render the whole conversation (the page sends it after a reconnect).
+
+Anything else (binary, non-JSON, another shape, more than MAX_FRAME_BYTES) gets an error
+fragment and the socket stays open. Frames to the client are HTML fragments (htmx OOB swaps)
+rendered by ``agents.chat.fragments``.
+
+The turn runs in a task so "stop" can still be received. That task only pulls events from the
+runtime and queues them; a second task renders and sends them (``self.send``, one yield to the
+loop per frame: STACK.md). "stop" (and a disconnect) closes the turn's generator at its next
+event, where everything the runtime wrote is whole, and the runtime closes the interrupted tool
+chain; a turn that yields nothing for STOP_GRACE_SECONDS (a slow model or tool) is cancelled
+instead. A plain cancel is the fallback, not the rule, because a cancel that lands while the
+runtime is writing a message lets the write finish in its thread while the runtime records it
+as not done (a duplicate tool result). The consumer waits for the repair to land
+(``chat.asettle``) before it says "Stopped", and before a disconnect returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from agents.chat import service as chat
+from agents.chat.fragments import ChatStream, error_fragment
+from agents.runtime.events import TurnFailed, TurnFinished
+from agents.runtime.loop import TurnBusy, TurnRejected
+
+logger = logging.getLogger("agents.chat.service")
+
+MAX_FRAME_BYTES = 64 * 1024
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+STOP_GRACE_SECONDS = 2.0  # a stop waits this long for the turn's next event, then cancels it
+CANCEL_GRACE_SECONDS = 10.0  # how long a disconnect waits for the stopped turn to tidy up
+BUSY = "A reply is still being written; wait for it or press Stop."
+SHAPE = 'Expected a JSON object such as {"message": "your text"} or {"action": "stop"}.'
+
+_STOPPED = object()  # queued when the turn was stopped (its repair has landed)
+_ENDED = object()  # queued when the turn's task is over in any other way
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    """One browser tab's socket on one conversation."""
+
+    conversation = None
+    turn: asyncio.Task | None = None
+    sender: asyncio.Task | None = None
+    _stopping = False
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.accept()  # accept first, so the browser sees the close code
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        conversation_id = self.scope["url_route"]["kwargs"].get("conversation_id", "")
+        try:
+            self.conversation = await database_sync_to_async(chat.get_conversation)(
+                user=user, conversation_id=conversation_id
+            )
+            agent = await database_sync_to_async(_agent_or_none)(self.conversation.agent)
+        except chat.ConversationNotFound:
+            await self.accept()
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.user_id = str(user.pk)
+        self.agent = agent
+        self.stream = ChatStream(conversation=self.conversation, agent=agent)
+        self.outbox: asyncio.Queue = asyncio.Queue()
+        await self.accept()
+        self.sender = asyncio.create_task(self._send_loop(), name=f"chat-send-{conversation_id}")
+
+    async def disconnect(self, code: int) -> None:
+        turn = self.turn
+        if turn is not None and not turn.done():
+            self._stop()  # the turn ends with the socket (at its next event, or cancelled)
+            await asyncio.wait({turn}, timeout=STOP_GRACE_SECONDS + CANCEL_GRACE_SECONDS)
+            if not turn.done():
+                turn.cancel()
+        if self.sender is not None:
+            self.sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.sender
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.conversation is None:
+            return  # closing: never read a frame of a rejected socket
+        if text_data is None:
+            return self._post(error_fragment("Send text frames (JSON), not binary ones."))
+        if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
+            return self._post(error_fragment(f"That frame is too large (at most {MAX_FRAME_BYTES // 1024} KiB)."))
+        try:
+            frame = json.loads(text_data)
+        except ValueError:
+            return self._post(error_fragment(f"That frame is not JSON. {SHAPE}"))
+        if not isinstance(frame, dict) or not isinstance(frame.get("HEADERS", {}), dict):
+            return self._post(error_fragment(SHAPE))
+        action, message = frame.get("action"), frame.get("message")
+        if action == "stop" and message is None:
+            return self._stop()
+        if action == "sync" and message is None:
+            return self._post(await self.stream.sync(running=self._running()))
+        if action is None and isinstance(message, str):
+            return self._start(message)
+        return self._post(error_fragment(SHAPE))
+
+    # -- turns --------------------------------------------------------------------------------
+
+    def _running(self) -> bool:
+        return self.turn is not None and not self.turn.done()
+
+    def _start(self, text: str) -> None:
+        if self._running():
+            return self._post(error_fragment(BUSY))
+        if self.agent is None:
+            return self._post(error_fragment(f"The agent {self.conversation.agent!r} is not declared any more."))
+        self.turn = asyncio.create_task(self._run(text), name=f"chat-turn-{self.conversation.pk}")
+
+    def _stop(self) -> None:
+        if not self._running() or self._stopping:
+            return
+        self._stopping = True
+        turn = self.turn
+        asyncio.get_running_loop().call_later(STOP_GRACE_SECONDS, lambda: turn.done() or turn.cancel())
+
+    async def _run(self, text: str) -> None:
+        runtime = chat.get_runtime()
+        session = self.stream.session
+        events = runtime.run_turn(agent=self.agent, user_id=self.user_id, session=session, text=text)
+        stopped = False
+        try:
+            # Pull and queue only: nothing of ours is awaited between the runtime's events.
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    self.outbox.put_nowait(event)
+                    if self._stopping and not isinstance(event, TurnFinished | TurnFailed):
+                        stopped = True  # closed at an event boundary, where the runtime's state is whole
+                        break
+        except asyncio.CancelledError:
+            stopped = True  # only this consumer cancels its turn (the stop fallback, or disconnect)
+        except TurnBusy:
+            self.outbox.put_nowait(self.stream.failed(BUSY))
+        except TurnRejected as exc:
+            self.outbox.put_nowait(self.stream.failed(f"{str(exc)[:1].upper()}{str(exc)[1:]}."))
+        except Exception:
+            logger.exception("turn of conversation %s failed", self.conversation.pk)
+            self.outbox.put_nowait(self.stream.failed("Something went wrong on our side; the error was logged."))
+        finally:
+            self._stopping = False
+        if stopped:
+            await chat.asettle(session=session)
+        self.outbox.put_nowait(_STOPPED if stopped else _ENDED)
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def _post(self, html: str) -> None:
+        self.outbox.put_nowait(html)
+
+    async def _send_loop(self) -> None:
+        while True:
+            item = await self.outbox.get()
+            try:
+                if item is _STOPPED:
+                    html = await self.stream.stopped()
+                elif item is _ENDED:
+                    html = await self.stream.ended()
+                else:
+                    html = item if isinstance(item, str) else await self.stream.render(item)
+            except Exception:
+                logger.exception("could not render a chat fragment for %s", self.conversation.pk)
+                html = error_fragment("A part of the reply could not be shown; reload the page to see it.")
+            if html:
+                await self.send(text_data=html)
+            await asyncio.sleep(0)  # let the frame go out before the next one (STACK.md)
+
+
+def _agent_or_none(name: str):
+    try:
+        return chat.resolve_agent(name)
+    except chat.AgentUnavailable:
+        return None

@@ -1,0 +1,327 @@
+"""HTML for the chat page and its socket: view models of messages, and a turn's events as fragments.
+
+The page and the socket render the same partials of ``templates/chat/fragments.html``, so a
+message looks the same streamed live or re-rendered from history. Socket fragments are htmx
+out-of-band swaps: an element with an id and ``hx-swap-oob="true"`` replaces its twin, a
+``<div hx-swap-oob="beforeend:#target">`` appends its children to the target.
+
+``ChatStream`` keeps the little state one connection needs across events (the live assistant
+bubble of the current step, the tool cards shown, the meter's totals) and records meter points
+through ``agents.chat.service``. All model and user text is escaped (``agents.chat.rendering``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from agents.chat import service as chat
+from agents.chat.meter import MeterHistory, MeterView, chart_view, completion_width, meter_view
+from agents.declarations import AgentNode
+from agents.runtime.events import (
+    CleanupDone,
+    CleanupStarted,
+    ContentChunk,
+    ContextReady,
+    MessageStored,
+    ReasoningChunk,
+    RuntimeEvent,
+    ToolFinished,
+    ToolStarted,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
+from agents.models import Conversation
+from agents.chat.rendering import dom_id, render_markdown
+from memory.messages import Message, ToolCall
+
+FRAGMENTS = "chat/fragments.html"
+TOOL_PREVIEW_CHARS = 20000  # longer tool outputs are cut in the page (the session keeps them whole)
+
+
+# -- view models ------------------------------------------------------------------------------
+
+
+def _pretty_arguments(arguments_json: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments_json), indent=2, ensure_ascii=False)
+    except (ValueError, TypeError):
+        return arguments_json
+
+
+def _preview(text: str | None) -> str:
+    text = text or ""
+    if len(text) <= TOOL_PREVIEW_CHARS:
+        return text
+    return text[:TOOL_PREVIEW_CHARS] + f"\n… ({len(text) - TOOL_PREVIEW_CHARS:,} more characters)"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallView:
+    dom_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageView:
+    """What the message partial needs; ``content_html`` is safe (escaped, then markdown).
+    ``tool`` is the tool card context of a tool result (see ``_tool_context``)."""
+
+    dom_id: str
+    role: str
+    seq: int | None
+    created_at: object
+    content_html: SafeString
+    reasoning: str
+    tool_calls: tuple[ToolCallView, ...]
+    is_summary: bool
+    tokens: int | None
+    tool: dict | None = None
+
+
+def message_view(message: Message, *, calls: dict[str, ToolCall] | None = None) -> MessageView:
+    """The view of one message; ``calls`` (call id → ToolCall) gives a tool result its arguments."""
+    tool = None
+    if message.role == "tool":
+        call = (calls or {}).get(message.tool_call_id or "") or ToolCall(
+            id=message.tool_call_id or message.id, name=message.name or "tool", arguments_json=""
+        )
+        tool = _tool_context(call, message.content, None)
+    return MessageView(
+        dom_id=dom_id("msg", message.id),
+        role=message.role,
+        seq=message.seq,
+        created_at=message.created_at,
+        content_html=render_markdown(message.content) if message.role != "tool" else render_markdown(""),
+        reasoning=message.reasoning_content or "",
+        tool_calls=tuple(ToolCallView(dom_id("call", c.id), c.name, _pretty_arguments(c.arguments_json)) for c in message.tool_calls),
+        is_summary=message.is_compact_summary,
+        tokens=message.tokens,
+        tool=tool,
+    )
+
+
+def message_views(messages: Iterable[Message]) -> list[MessageView]:
+    """Views of a run of messages in order, pairing each tool result with its call."""
+    calls: dict[str, ToolCall] = {}
+    views = []
+    for message in messages:
+        calls.update((c.id, c) for c in message.tool_calls)
+        views.append(message_view(message, calls=calls))
+    return views
+
+
+def page_context(*, conversation: Conversation, agent: AgentNode | None, offline: bool, model_name: str) -> dict:
+    """Everything templates/chat/conversation.html needs besides the sidebar."""
+    history = chat.history(conversation=conversation)
+    meter = chat.meter_history(conversation=conversation)
+    return {
+        "conversation": conversation,
+        "agent": agent,
+        "stream": message_views(history.messages),
+        "hidden": history.hidden,
+        "catalogued": history.catalogued,
+        "pruned_url": reverse("chat:pruned", args=[conversation.pk]),
+        "meter": _meter_from_history(meter, agent),
+        "chart": chart_view(meter),
+        "running": False,
+        "offline": offline,
+        "model_name": model_name,
+    }
+
+
+def _meter_from_history(history: MeterHistory, agent: AgentNode | None, completion: int = 0) -> MeterView:
+    last = history.last
+    if last is None:
+        config = agent.memory_config if agent is not None else None
+        return meter_view(
+            sections=(),
+            total=0,
+            window=config.context_window if config else 0,
+            threshold=config.threshold if config else 0,
+        )
+    return meter_view(
+        sections=history.sections, total=last.total, window=last.window, threshold=last.threshold, completion=completion
+    )
+
+
+# -- fragments --------------------------------------------------------------------------------
+
+
+def partial(partial_name: str, /, **context) -> str:
+    """Render one partial of templates/chat/fragments.html."""
+    return render_to_string(f"{FRAGMENTS}#{partial_name}", context)
+
+
+def append(target: str, html: str) -> str:
+    """An OOB fragment appending ``html`` (already safe) to ``#target``."""
+    return format_html('<div hx-swap-oob="beforeend:#{}">{}</div>', target, SafeString(html))
+
+
+def error_fragment(text: str) -> str:
+    """An error notice appended to the message stream (the socket stays open)."""
+    return append("messages", partial("notice", kind="error", text=text))
+
+
+def composer_fragment(*, running: bool, agent_ok: bool = True) -> str:
+    return partial("composer", running=running, agent_ok=agent_ok, oob="true")
+
+
+def status_fragment(text: str, state: str = "idle") -> str:
+    return partial("status", text=text, state=state, oob="true")
+
+
+class ChatStream:
+    """Renders one connection's turn events to OOB fragments (and records the meter)."""
+
+    def __init__(self, *, conversation: Conversation, agent: AgentNode | None) -> None:
+        self.conversation = conversation
+        self.agent = agent
+        self.session = chat.session_of(conversation)
+        self.pruned_url = reverse("chat:pruned", args=[conversation.pk])
+        self._live: str | None = None
+        self._shown_calls: set[str] = set()
+        self._total = 0
+        self._window = agent.memory_config.context_window if agent is not None else 0
+        self._turn = uuid.uuid4().hex[:8]
+        self._cleanup_id = "cleanup"
+        self._failure: str | None = None
+
+    # the turn's events --------------------------------------------------------------------
+
+    async def render(self, event: RuntimeEvent) -> str:
+        """The fragments for one runtime event ("" when the event shows nothing)."""
+        if isinstance(event, ContentChunk):
+            tokens = event.completion_tokens
+            width = completion_width(total=self._total, window=self._window, completion=tokens)
+            return (
+                self._chunk("content", event.text)
+                + partial("meter_completion_seg", completion=tokens, width=width, oob="true")
+                + partial("meter_completion_num", completion=tokens, oob="true")
+            )
+        if isinstance(event, ReasoningChunk):
+            return self._chunk("reasoning", event.text)
+        if isinstance(event, ContextReady):
+            history = await chat.arecord_context(session=self.session, event=event)
+            self._total, self._window = event.total_tokens, event.window
+            meter = meter_view(sections=event.sections, total=event.total_tokens, window=event.window, threshold=event.threshold)
+            return partial("meter", meter=meter, oob="true") + partial("chart", chart=chart_view(history), oob="true") + status_fragment(
+                "Thinking…", "busy"
+            )
+        if isinstance(event, MessageStored):
+            return await self._stored(event.message)
+        if isinstance(event, TurnStarted):
+            self._turn, self._live = uuid.uuid4().hex[:8], None
+            self._shown_calls.clear()
+            return composer_fragment(running=True) + status_fragment("Assembling the context…", "busy")
+        if isinstance(event, ToolStarted):
+            self._shown_calls.add(event.call.id)
+            return append("messages", partial("tool_card", **_tool_context(event.call, None, None))) + status_fragment(
+                f"Running {event.call.name}…", "busy"
+            )
+        if isinstance(event, ToolFinished):
+            card = partial("tool_card", oob="true", **_tool_context(event.call, event.content, event.ok))
+            return card + status_fragment("Thinking…", "busy")
+        if isinstance(event, CleanupStarted):
+            self._cleanup_id = f"cleanup-{uuid.uuid4().hex[:10]}"
+            notice = partial("cleanup", dom_id=self._cleanup_id, running=True, event=event, pruned_url=self.pruned_url)
+            return append("messages", notice) + status_fragment("Cleaning up: moving older messages out…", "busy")
+        if isinstance(event, CleanupDone):
+            html = partial(
+                "cleanup", dom_id=self._cleanup_id, event=event, pruned_url=self.pruned_url, oob="true"
+            )
+            if event.committed:
+                history = await chat.arecord_cleanup(session=self.session, event=event)
+                catalogued = await sync_to_async(chat.services().catalog.count, thread_sensitive=True)(self.session)
+                html += partial("chart", chart=chart_view(history), oob="true")
+                html += partial("pruned_link", pruned_url=self.pruned_url, catalogued=catalogued, oob="true")
+            return html
+        if isinstance(event, TurnFinished):
+            self._live = None
+            return status_fragment("Finishing…", "busy")
+        if isinstance(event, TurnFailed):
+            self._failure = f"The model call failed ({event.kind}): {event.error}"
+        return ""
+
+    async def ended(self) -> str:
+        """The turn's task is over (sent only then, so the next message is never "busy").
+        After a failed model call the stream is re-rendered from the session, which holds what
+        the runtime kept of the cut-off reply, and the error follows it."""
+        failure, self._failure = self._failure, None
+        if failure is None:
+            return composer_fragment(running=False) + status_fragment("")
+        return await self.sync(running=False) + error_fragment(failure) + status_fragment("The reply failed.", "error")
+
+    async def stopped(self) -> str:
+        """After a stop: the stream re-rendered from the session (the partial reply with its
+        note, interrupted tool calls closed), then a notice."""
+        notice = partial("notice", kind="info", text="Stopped. What was written so far is kept in the conversation.")
+        return await self.sync(running=False) + append("messages", notice) + status_fragment("Stopped.")
+
+    def failed(self, text: str) -> str:
+        """The turn could not start or broke down (``ended`` follows)."""
+        return error_fragment(text)
+
+    async def sync(self, *, running: bool) -> str:
+        """Re-render the whole page state (after a reconnect): messages, meter, chart, composer."""
+        self._live = None
+        context = await sync_to_async(page_context, thread_sensitive=True)(
+            conversation=self.conversation, agent=self.agent, offline=False, model_name=""
+        )
+        return (
+            partial("message_list", oob="true", **context)
+            + partial("meter", meter=context["meter"], oob="true")
+            + partial("chart", chart=context["chart"], oob="true")
+            + composer_fragment(running=running)
+            + status_fragment("Writing…" if running else "", "busy" if running else "idle")
+        )
+
+    # helpers ------------------------------------------------------------------------------
+
+    def _chunk(self, part: str, text: str) -> str:
+        html = ""
+        if self._live is None:
+            self._live = f"live-{self._turn}-{uuid.uuid4().hex[:6]}"
+            html = append("messages", partial("live_assistant", live_id=self._live))
+            html += status_fragment("Writing…", "busy")
+        return html + format_html('<div hx-swap-oob="beforeend:#{}-{}">{}</div>', self._live, part, text)
+
+    async def _stored(self, message: Message) -> str:
+        if message.role == "tool" and message.tool_call_id in self._shown_calls:
+            return ""  # already shown by ToolStarted/ToolFinished
+        if message.role == "assistant" and self._live is not None:
+            live, self._live = self._live, None
+            # The final render (markdown, collapsible parts) replaces the streamed bubble.
+            return partial("message", m=message_view(message), pruned_url=self.pruned_url, oob=f"outerHTML:#{live}")
+        html = partial("message", m=message_view(message), pruned_url=self.pruned_url)
+        if message.role == "user":
+            new_title = await sync_to_async(chat.note_activity, thread_sensitive=True)(
+                conversation_id=self.conversation.pk, first_text=message.content
+            )
+            extra = ""
+            if new_title:
+                self.conversation.title = new_title
+                extra = partial("conversation_title", conversation=self.conversation, oob="true")
+                extra += partial("conversation_item", c=self.conversation, active=True, oob="true")
+            return append("messages", html) + extra
+        return append("messages", html)
+
+
+def _tool_context(call: ToolCall, content: str | None, ok: bool | None) -> dict:
+    return {
+        "dom_id": dom_id("tool", call.id),
+        "name": call.name,
+        "arguments": _pretty_arguments(call.arguments_json),
+        "output": _preview(content) if content is not None else None,
+        "ok": ok,
+    }

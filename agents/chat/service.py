@@ -1,0 +1,281 @@
+"""Chat services: conversations, their history for rendering, the meter, the process's Runtime.
+
+Everything the chat views and the consumer do goes through here (they parse input, call one
+function, render). Every function that takes a ``user`` scopes to it: a conversation of anyone
+else is ``ConversationNotFound``, exactly like one that does not exist, so an id never tells an
+outsider whether it exists.
+
+Deleting a conversation removes its session messages, every KV item of its session scope (the
+meter, todo lists, leases) and its pruned catalog, then the row. Long-term memory made from it
+(archive documents, core memory) belongs to the agent and user, not the conversation, and stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
+from django.utils import timezone
+
+from agents.chat.meter import MeterHistory, load_history, record_cleanup, record_context
+from agents.declarations import AgentNode, get_declaration
+from agents.runtime.events import CleanupDone, ContextReady
+from agents.models import Conversation
+from agents.runtime.loop import TURN_LEASE, Runtime
+from agents.runtime.services import MemoryServices, get_services
+from memory.compression.pruned import PrunedEntry, first_uncommitted_seq
+from memory.locks import LeaseBusy, acquire_lease
+from memory.messages import Message
+from memory.scopes import InvalidScopeId, SessionScope
+from memory.transcript import is_legal
+
+DEFAULT_TITLE = "New conversation"
+MAX_TITLE = 200
+HISTORY_LIMIT = 400  # messages re-rendered on a page load; older live ones are counted, not shown
+
+
+class ChatError(Exception):
+    """Base of the chat services' errors; the message is fit to show to the user."""
+
+
+class ConversationNotFound(ChatError):
+    """No such conversation for this user (missing, or someone else's)."""
+
+
+class AgentUnavailable(ChatError):
+    """The conversation's agent is not a main agent of the booted declaration."""
+
+
+class ConversationBusy(ChatError):
+    """A reply is being written in the conversation; the operation must wait for it."""
+
+
+class InvalidTitle(ChatError, ValueError):
+    """A title that is empty or too long."""
+
+
+# -- the process's runtime --------------------------------------------------------------------
+
+_lock = threading.Lock()
+_runtime: Runtime | None = None
+
+
+def get_runtime() -> Runtime:
+    """The process-wide Runtime over ``agents.runtime.services.get_services()`` (built on first use)."""
+    global _runtime
+    with _lock:
+        if _runtime is None:
+            _runtime = Runtime(services=get_services())
+        return _runtime
+
+
+def set_runtime_for_tests(runtime: Runtime | None) -> None:
+    """Make ``get_runtime()`` return ``runtime`` (None: build from settings again). Tests only."""
+    global _runtime
+    with _lock:
+        _runtime = runtime
+
+
+def services() -> MemoryServices:
+    """The memory services of the process's runtime (views and consumer share them)."""
+    return get_runtime().services
+
+
+# -- agents -----------------------------------------------------------------------------------
+
+
+def main_agents() -> tuple[AgentNode, ...]:
+    """The main agents a conversation can be started with, in declaration order."""
+    return get_declaration().main_agents()
+
+
+def resolve_agent(name: str) -> AgentNode:
+    """The main agent called ``name``; raises AgentUnavailable if it is not (or no longer) one."""
+    node = get_declaration().find(name)
+    if node is None or not node.is_main:
+        raise AgentUnavailable(
+            f"The agent {name!r} is not a main agent of the declaration any more; start a new conversation."
+        )
+    return node
+
+
+# -- conversations ----------------------------------------------------------------------------
+
+
+def session_of(conversation: Conversation) -> SessionScope:
+    return SessionScope(conversation.session_id)
+
+
+def list_conversations(*, user: AbstractBaseUser) -> list[Conversation]:
+    """The user's conversations, most recently active first."""
+    return list(Conversation.objects.filter(owner=user).order_by("-updated_at"))
+
+
+def get_conversation(*, user: AbstractBaseUser | AnonymousUser | None, conversation_id: str) -> Conversation:
+    """The user's conversation ``conversation_id``; raises ConversationNotFound otherwise."""
+    if not user or not user.is_authenticated or not isinstance(conversation_id, str):
+        raise ConversationNotFound("No such conversation.")
+    try:
+        SessionScope(conversation_id)
+    except InvalidScopeId:
+        raise ConversationNotFound("No such conversation.") from None
+    conversation = Conversation.objects.filter(pk=conversation_id, owner=user).first()
+    if conversation is None:
+        raise ConversationNotFound("No such conversation.")
+    return conversation
+
+
+def _clean_title(title: str) -> str:
+    cleaned = " ".join((title or "").split())
+    if not cleaned:
+        raise InvalidTitle("Give the conversation a title.")
+    if len(cleaned) > MAX_TITLE:
+        raise InvalidTitle(f"A title has at most {MAX_TITLE} characters.")
+    return cleaned
+
+
+def create_conversation(*, user: AbstractBaseUser, agent: str, title: str = "") -> Conversation:
+    """Start a conversation with main agent ``agent``; raises AgentUnavailable, InvalidTitle."""
+    node = resolve_agent(agent)
+    return Conversation.objects.create(owner=user, agent=node.name, title=_clean_title(title) if title else DEFAULT_TITLE)
+
+
+def rename_conversation(*, user: AbstractBaseUser, conversation_id: str, title: str) -> Conversation:
+    """Set the title; raises ConversationNotFound, InvalidTitle."""
+    conversation = get_conversation(user=user, conversation_id=conversation_id)
+    conversation.title = _clean_title(title)
+    conversation.save(update_fields=["title", "updated_at"])
+    return conversation
+
+
+def delete_conversation(*, user: AbstractBaseUser, conversation_id: str) -> None:
+    """Delete the conversation and its session memory (messages, session KV, pruned catalog).
+
+    Takes the session's turn lease first, so a reply being written is never cut in half:
+    raises ConversationBusy then (stop the reply, or wait). Idempotent on the memory side: a
+    failure part-way leaves the row, and deleting again finishes the job."""
+    conversation = get_conversation(user=user, conversation_id=conversation_id)
+    svc = services()
+    session = session_of(conversation)
+    try:
+        acquire_lease(kv=svc.bundle.kv, scope=session, name=TURN_LEASE, ttl=120.0)
+    except LeaseBusy:
+        raise ConversationBusy("A reply is still being written in this conversation; stop it first.") from None
+    svc.bundle.messages.clear(session)
+    for item in svc.bundle.kv.list(session):  # the meter, todo lists, and the lease just taken
+        svc.bundle.kv.delete(session, item.key)
+    svc.catalog.delete_session(session)
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation.pk, owner=user).delete()
+
+
+def note_activity(*, conversation_id: str, first_text: str | None = None) -> str | None:
+    """Bump the conversation in the list; title a still-untitled one from its first message.
+    Returns the new title when it changed."""
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None:
+        return None
+    fields = ["updated_at"]
+    if first_text and conversation.title == DEFAULT_TITLE:
+        words = " ".join(first_text.split())
+        conversation.title = (words[:60].rsplit(" ", 1)[0] + "…") if len(words) > 60 else words
+        fields.append("title")
+    conversation.updated_at = timezone.now()
+    conversation.save(update_fields=fields)
+    return conversation.title if "title" in fields else None
+
+
+# -- history for rendering --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """The live session as the page shows it. ``hidden``: older live messages not re-rendered."""
+
+    messages: tuple[Message, ...]
+    hidden: int
+    catalogued: int  # messages cleanup moved to the pruned catalog so far
+
+
+def history(*, conversation: Conversation) -> History:
+    """The session's live messages (compact summary first, if any), for the message stream."""
+    svc = services()
+    session = session_of(conversation)
+    head = svc.bundle.messages.head(session)
+    live = svc.bundle.messages.read(session, last=HISTORY_LIMIT)
+    return History(tuple(live), max(0, head.count - len(live)), svc.catalog.count(session))
+
+
+@dataclass(frozen=True, slots=True)
+class PrunedBlock:
+    """One catalogued message and its heading line, exactly as ``grep -n "^## \\["`` prints it."""
+
+    entry: PrunedEntry
+    heading: str
+
+
+def pruned_blocks(*, conversation: Conversation) -> list[PrunedBlock]:
+    """The committed pruned catalog of the conversation, in seq order, with each block's
+    heading line read from its file."""
+    svc = services()
+    session = session_of(conversation)
+    live = svc.bundle.messages.read(session, last=8)
+    entries = svc.catalog.entries(session, before_seq=first_uncommitted_seq(live))
+    lines: dict[object, list[str]] = {}
+    blocks = []
+    for entry in entries:
+        if entry.path not in lines:
+            lines[entry.path] = entry.path.read_text(encoding="utf-8").split("\n")
+        file_lines = lines[entry.path]
+        heading = file_lines[entry.line - 1] if 0 < entry.line <= len(file_lines) else f"## [{entry.seq}] {entry.role}"
+        blocks.append(PrunedBlock(entry, heading))
+    return blocks
+
+
+# -- the meter --------------------------------------------------------------------------------
+
+
+def meter_history(*, conversation: Conversation) -> MeterHistory:
+    return load_history(kv=services().bundle.kv, session=session_of(conversation))
+
+
+async def arecord_context(*, session: SessionScope, event: ContextReady) -> MeterHistory:
+    """Record a ContextReady point in the session's meter history (off the event loop)."""
+    return await sync_to_async(record_context, thread_sensitive=True)(kv=services().bundle.kv, session=session, event=event)
+
+
+async def arecord_cleanup(*, session: SessionScope, event: CleanupDone) -> MeterHistory:
+    """Record a committed cleanup in the session's meter history (off the event loop)."""
+    return await sync_to_async(record_cleanup, thread_sensitive=True)(kv=services().bundle.kv, session=session, event=event)
+
+
+# -- interrupted turns ------------------------------------------------------------------------
+
+
+def _open_calls_at_end(tail: list[Message]) -> bool:
+    start = next((i for i, m in enumerate(tail) if m.role != "tool"), len(tail))
+    return not is_legal(tail[start:])
+
+
+async def asettle(*, session: SessionScope, timeout: float = 2.0) -> bool:
+    """Wait until an interrupted turn of ``session`` has been tidied; True when it has.
+
+    When a turn's generator is closed early, the runtime closes the open tool chain and keeps
+    the partial reply in a task of its own, right after. This yields to the loop, then queues
+    behind that work on the stores' (single, thread-sensitive) thread, until no call is left
+    open at the session's end, or ``timeout`` seconds passed."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    read = sync_to_async(services().bundle.messages.read, thread_sensitive=True)
+    while True:
+        for _ in range(8):
+            await asyncio.sleep(0)
+        if not _open_calls_at_end(await read(session, last=64)):
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.02)

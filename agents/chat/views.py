@@ -1,0 +1,128 @@
+"""Chat pages: the conversation list, one conversation, rename, delete, its pruned catalog.
+
+Every view needs a signed-in user and works on that user's conversations only: another user's
+conversation id is a 404, the same as an unknown one. Forms carry CSRF tokens; writes are POST.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agents.chat import service as chat
+from agents.chat.fragments import page_context
+
+
+def _model_facts() -> tuple[bool, str]:
+    svc = chat.services()
+    return svc.offline, getattr(svc.model, "name", "model")
+
+
+def _sidebar(request: HttpRequest, active_id: str | None = None) -> dict:
+    return {
+        "conversations": chat.list_conversations(user=request.user),
+        "agents": chat.main_agents(),
+        "active_id": active_id,
+    }
+
+
+def owned(view):
+    """Resolve ``conversation_id`` to the user's conversation (else 404) as ``conversation``."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, conversation_id: str, *args, **kwargs) -> HttpResponse:
+        try:
+            conversation = chat.get_conversation(user=request.user, conversation_id=conversation_id)
+        except chat.ConversationNotFound:
+            raise Http404("No such conversation.") from None
+        return view(request, conversation, *args, **kwargs)
+
+    return login_required(wrapper)
+
+
+@login_required
+@require_GET
+def conversation_list(request: HttpRequest) -> HttpResponse:
+    """The conversation list, and the main agents to start a conversation with."""
+    offline, model_name = _model_facts()
+    context = {**_sidebar(request), "offline": offline, "model_name": model_name}
+    return render(request, "chat/index.html", context)
+
+
+@login_required
+@require_POST
+def conversation_create(request: HttpRequest) -> HttpResponse:
+    try:
+        conversation = chat.create_conversation(user=request.user, agent=request.POST.get("agent", ""))
+    except chat.ChatError as exc:
+        messages.error(request, str(exc))
+        return redirect("chat:list")
+    return redirect("chat:conversation", conversation.pk)
+
+
+@owned
+@require_GET
+def conversation_detail(request: HttpRequest, conversation) -> HttpResponse:
+    """The chat page: history re-rendered from the session, meter, composer on the socket."""
+    offline, model_name = _model_facts()
+    try:
+        agent, agent_error = chat.resolve_agent(conversation.agent), None
+    except chat.AgentUnavailable as exc:
+        agent, agent_error = None, str(exc)
+    context = page_context(conversation=conversation, agent=agent, offline=offline, model_name=model_name)
+    context.update(_sidebar(request, conversation.pk))
+    context.update(agent_error=agent_error, ws_url=f"/ws/chat/{conversation.pk}/")
+    return render(request, "chat/conversation.html", context)
+
+
+@owned
+@require_POST
+def conversation_rename(request: HttpRequest, conversation) -> HttpResponse:
+    try:
+        chat.rename_conversation(user=request.user, conversation_id=conversation.pk, title=request.POST.get("title", ""))
+    except chat.InvalidTitle as exc:
+        messages.error(request, str(exc))
+    return redirect("chat:conversation", conversation.pk)
+
+
+@owned
+@require_http_methods(["GET", "POST"])
+def conversation_delete(request: HttpRequest, conversation) -> HttpResponse:
+    """GET: what will be deleted, and a confirmation form. POST: delete, back to the list."""
+    if request.method == "GET":
+        svc = chat.services()
+        session = chat.session_of(conversation)
+        context = {
+            **_sidebar(request, conversation.pk),
+            "conversation": conversation,
+            "message_count": svc.bundle.messages.head(session).count,
+            "catalogued": svc.catalog.count(session),
+        }
+        return render(request, "chat/confirm_delete.html", context)
+    try:
+        chat.delete_conversation(user=request.user, conversation_id=conversation.pk)
+    except chat.ConversationBusy as exc:
+        messages.error(request, str(exc))
+        return redirect("chat:conversation", conversation.pk)
+    messages.success(request, f"Deleted “{conversation.title}” and its session memory.")
+    return redirect("chat:list")
+
+
+@owned
+@require_GET
+def conversation_pruned(request: HttpRequest, conversation) -> HttpResponse:
+    """The conversation's pruned catalog: a table of contents (as ``grep "^## \\["``), then
+    every block, escaped."""
+    blocks = chat.pruned_blocks(conversation=conversation)
+    context = {
+        **_sidebar(request, conversation.pk),
+        "conversation": conversation,
+        "blocks": blocks,
+        "files": sorted({block.entry.path.name for block in blocks}),
+    }
+    return render(request, "chat/pruned.html", context)

@@ -1,0 +1,1 @@
+"""Experience, the tool supplement: EXPERIENCE.md lessons, the agent's tool, the reviewer."""

@@ -1,0 +1,193 @@
+"""Experience, the tool supplement: EXPERIENCE.md lessons, the tool, the section, the hook.
+
+``tool_supplements: [experience]`` on a main agent does three things, all here:
+
+* ``ExperienceTool`` (``experience``: list, read) is name-merged into the compiled roster
+  (``agents.runtime.tools.registry``);
+* ``ExperienceProvider`` renders ``<available_experiences>`` (name and description of each
+  lesson, within a budget) as a supplement section of the context (``supplements_for``);
+* the ``experience_review`` AFTER_GRAPH hook (``install_runtime_hooks``) queues the
+  ExperienceReviewAgent (``agents.experience.review``) when a run finishes.
+
+Subagents never get any of it (``memory_config.is_subagent``), and neither do agents without
+the supplement. Storage is ``agents.experience.store``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+
+from agents.experience.store import (
+    ExperienceError,
+    ExperienceExists,
+    ExperienceFile,
+    ExperienceNotFound,
+    ExperienceStore,
+)
+from agents.runtime.hooks import HookPoint
+from agents.runtime.tools.base import Tool, ToolError
+from memory.assembly.base import AssemblyContext, MemoryProvider, Section
+from memory.assembly.xml import element, wrap
+from memory.messages import Message
+from memory.scopes import SessionScope
+from memory.tokens import count_text
+
+if TYPE_CHECKING:
+    from agents.runtime.loop import Runtime, ToolContext
+
+logger = logging.getLogger("agents.experience.supplement")
+
+SUPPLEMENT = "experience"
+TAG = "available_experiences"
+SECTION_NAME = "experiences"
+REVIEW_HOOK = "experience_review"
+SESSION_HOOK = "long_term_session"
+DEFAULT_BUDGET_TOKENS = 600
+
+__all__ = [
+    "DEFAULT_BUDGET_TOKENS",
+    "REVIEW_HOOK",
+    "SUPPLEMENT",
+    "TAG",
+    "ExperienceError",
+    "ExperienceExists",
+    "ExperienceFile",
+    "ExperienceNotFound",
+    "ExperienceProvider",
+    "ExperienceStore",
+    "ExperienceTool",
+    "experience_enabled",
+    "experience_review_hook",
+    "install_runtime_hooks",
+    "render_listing",
+    "supplements_for",
+]
+
+
+def experience_enabled(agent: Any) -> bool:
+    """True for a main agent that declares ``tool_supplements: [experience]``."""
+    config = agent.memory_config
+    return (
+        not config.is_subagent
+        and SUPPLEMENT in tuple(getattr(agent, "tool_supplements", ()) or ())
+        and bool(config.experience_enabled)
+    )
+
+
+def render_listing(files: list[ExperienceFile]) -> str:
+    """One line per lesson: ``- <slug>: <name> — <description> (updated <date>)``."""
+    if not files:
+        return "No lessons recorded yet."
+    return "\n".join(f"- {f.slug}: {f.name} — {f.description} (updated {f.updated_at:%Y-%m-%d})" for f in files)
+
+
+def store_for(ctx: ToolContext, agent: str | None = None) -> ExperienceStore:
+    return ExperienceStore(kv=ctx.services.bundle.kv, agent=agent or ctx.agent.name)
+
+
+# -- the agent's tool -------------------------------------------------------------------------
+
+
+class ExperienceTool(Tool):
+    """The agent's read access to its lessons: ``list`` them or ``read`` one in full."""
+
+    name = "experience"
+    description = (
+        "Lessons from your earlier runs (EXPERIENCE.md files). list them, or read one in full by its name "
+        "(as shown in <available_experiences>) before a task it applies to."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": ["list", "read"]},
+            "name": {"type": "string", "minLength": 1, "maxLength": 200},
+        },
+        "required": ["action"],
+        "additionalProperties": False,
+    }
+
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        store = store_for(ctx)
+        if args["action"] == "list":
+            return render_listing(await sync_to_async(store.list, thread_sensitive=True)())
+        if not args.get("name"):
+            raise ToolError("'read' needs the lesson's name")
+        found = await sync_to_async(store.get, thread_sensitive=True)(args["name"])
+        if found is None:
+            raise ToolError(f"no lesson called {args['name']!r}; list them to see the names")
+        return found.render()
+
+
+# -- the context section ----------------------------------------------------------------------
+
+
+class ExperienceProvider(MemoryProvider):
+    """``<available_experiences>``: each lesson's name and description, newest first, within
+    ``budget_tokens``; the agent reads a full lesson with the ``experience`` tool."""
+
+    name = SECTION_NAME
+
+    def __init__(self, *, budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> None:
+        self._budget = budget_tokens
+
+    def provide(self, ctx: AssemblyContext) -> Section | None:
+        if ctx.config.is_subagent or not ctx.config.experience_enabled:
+            return None
+        files = ExperienceStore(kv=ctx.stores.kv, agent=ctx.agent).list()
+        if not files:
+            return None
+        chosen: list[str] = []
+        for file in files:
+            entry = element(
+                "experience", file.description, attrs={"name": file.slug, "updated": f"{file.updated_at:%Y-%m-%d}"}
+            )
+            if count_text(self._render([*chosen, entry], more=True)) > self._budget:
+                break
+            chosen.append(entry)
+        if not chosen:
+            return None
+        text = self._render(chosen, more=len(chosen) < len(files))
+        return Section.of(name=SECTION_NAME, tag=TAG, text=text, items=len(chosen))
+
+    @staticmethod
+    def _render(entries: list[str], *, more: bool) -> str:
+        note = "Lessons from your earlier runs. Before a task one applies to, read it with the experience tool."
+        if more:
+            note += " Older lessons are not shown; the experience tool lists them all."
+        return wrap(TAG, [element("note", note), *entries])
+
+
+def supplements_for(agent: Any) -> tuple[MemoryProvider, ...]:
+    """The supplement providers of ``agent``'s context (empty without the supplement)."""
+    return (ExperienceProvider(),) if experience_enabled(agent) else ()
+
+
+# -- the runtime hooks ------------------------------------------------------------------------
+
+
+async def experience_review_hook(*, agent: Any, user_id: str, session: SessionScope, final: Message, **_: Any) -> None:
+    """AFTER_GRAPH: queue the ExperienceReviewAgent for the finished run (main agents with the
+    supplement only). Queuing is all it does: the review runs in the background."""
+    if not experience_enabled(agent) or final is None:
+        return
+    from agents.tasks import enqueue_experience_review  # tasks import the reviewer, which imports the runtime
+
+    await sync_to_async(enqueue_experience_review, thread_sensitive=True)(
+        agent=agent.name, user=user_id, session=session.key(), final_id=final.id, final_seq=final.seq
+    )
+
+
+def install_runtime_hooks(runtime: Runtime) -> Runtime:
+    """Register the long-term loop's AFTER_GRAPH hooks on ``runtime`` (idempotent):
+    ``experience_review`` and the session binding the Dream Engine's cleanup trigger uses."""
+    from agents.tasks import LongTermSessionHook
+
+    names = runtime.hooks.names(HookPoint.AFTER_GRAPH)
+    if REVIEW_HOOK not in names:
+        runtime.hooks.register(HookPoint.AFTER_GRAPH, experience_review_hook, name=REVIEW_HOOK)
+    if SESSION_HOOK not in names:
+        runtime.hooks.register(HookPoint.AFTER_GRAPH, LongTermSessionHook(services=runtime.services), name=SESSION_HOOK)
+    return runtime

@@ -1,0 +1,1 @@
+"""A person's own pages: their memory of each agent and their personal API tokens."""

@@ -1,0 +1,425 @@
+"""The ReAct loop: assemble → model → tools → persist → cleanup, one turn at a time.
+
+``Runtime.run_turn`` is an async generator of ``agents.runtime.events`` for one conversation turn. Every
+message is persisted as it completes, so a turn cut short (stop button, client gone, crash)
+leaves a session that is legal or is repaired to legality before the next model call: calls
+without results get synthetic "interrupted" results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from agents.runtime.events import (
+    CleanupDone,
+    CleanupStarted,
+    ContentChunk,
+    ContextReady,
+    MessageStored,
+    ReasoningChunk,
+    RuntimeEvent,
+    ToolFinished,
+    ToolStarted,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
+from agents.experience.supplement import install_runtime_hooks, supplements_for
+from agents.runtime.hooks import HookPoint, RuntimeHooks
+from agents.llm import (
+    ChatModel,
+    CompletionBuilder,
+    ContentDelta,
+    ContextLengthExceeded,
+    ModelError,
+    ReasoningDelta,
+    as_text_completion,
+)
+from agents.runtime.services import MemoryServices
+from agents.runtime.tools.base import ToolRoster
+from agents.runtime.tools.memory_tools import archive_scope_for
+from agents.runtime.tools.registry import compile_roster
+from agents.runtime.tools.scratchpad import RunScratchpad
+from memory.assembly.assembler import AssemblyError
+from memory.compression.cleanup import CleanupFailed, arun_cleanup
+from memory.hooks import take_reorientation
+from memory.locks import Lease, LeaseBusy, LeaseLost, acquire_lease, release_lease, renew_lease
+from memory.messages import Message
+from memory.scopes import SessionScope
+from memory.tokens import count_text
+from memory.transcript import INTERRUPTED_RESULT, repair_transcript
+
+logger = logging.getLogger("agents.runtime.loop")
+
+DEFAULT_MAX_STEPS = 8
+TURN_LEASE = "turn"
+TURN_LEASE_TTL = 300.0  # default of settings.MODEX_TURN_LEASE_TTL
+CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
+MAX_USER_CHARS = 32000
+STOPPED_NOTE = "[stopped before the answer was complete]"
+
+
+class TurnBusy(Exception):
+    """Another turn of this conversation is running; the caller should wait for it."""
+
+
+class TurnRejected(ValueError):
+    """The user's input cannot start a turn (empty, too long)."""
+
+
+@dataclass
+class ToolContext:
+    """What a tool may use while it runs: the run's agent, user, session and services."""
+
+    services: MemoryServices
+    runtime: Runtime
+    agent: Any  # agents.declarations.AgentNode
+    user_id: str
+    session: SessionScope
+    scratchpad: RunScratchpad
+    depth: int = 0
+    subagent_sessions: list[SessionScope] = field(default_factory=list)
+
+
+async def _io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Run a (sync, possibly ORM-backed) store call off the event loop."""
+    return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+
+
+class Runtime:
+    """Runs agents declared in bot.yml over one set of memory services."""
+
+    def __init__(
+        self,
+        *,
+        services: MemoryServices,
+        model: ChatModel | None = None,
+        hooks: RuntimeHooks | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        lease_ttl: float | None = None,
+        cleanup_lease_ttl: float | None = None,
+    ) -> None:
+        self.services = services
+        self.model = model or services.model
+        self.hooks = hooks or RuntimeHooks()
+        self.max_steps = max_steps
+        # The turn lease is renewed every third of its ttl while the turn runs, so the ttl only
+        # bounds how long a worker that died mid-turn blocks the conversation.
+        self.lease_ttl = getattr(settings, "MODEX_TURN_LEASE_TTL", TURN_LEASE_TTL) if lease_ttl is None else lease_ttl
+        self.cleanup_lease_ttl = (
+            getattr(settings, "MODEX_CLEANUP_LEASE_TTL", CLEANUP_LEASE_TTL) if cleanup_lease_ttl is None
+            else cleanup_lease_ttl
+        )
+        self._running: set[str] = set()
+        install_runtime_hooks(self)
+
+    # -- public -------------------------------------------------------------------------------
+
+    def supplements_for(self, agent: Any) -> tuple[Any, ...]:
+        """The supplement providers of ``agent``'s context (e.g. ``<available_experiences>``)."""
+        return supplements_for(agent)
+
+    def roster(self, agent: Any) -> ToolRoster:
+        in_run = bool(agent.subagents) or agent.memory_config.is_subagent
+        return compile_roster(agent, in_multi_agent_run=in_run)
+
+    async def run_turn(self, *, agent: Any, user_id: str, session: SessionScope, text: str) -> AsyncIterator[RuntimeEvent]:
+        """One user turn. Raises TurnBusy (before yielding anything) if one is already running.
+
+        "Running" means in any process sharing the stores: the session's ``turn`` lease is held
+        for the whole turn and renewed as it goes. Should it be lost anyway (this worker stalled
+        past the ttl and another one took the conversation over), the turn ends at its next
+        event with TurnFailed(kind="LeaseLost").
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise TurnRejected("say something: the message is empty")
+        if len(text) > MAX_USER_CHARS:
+            raise TurnRejected(f"the message is too long ({len(text)} characters; at most {MAX_USER_CHARS})")
+        key = session.key()
+        if key in self._running:
+            raise TurnBusy("a turn of this conversation is already running")
+        try:
+            lease = await _io(
+                acquire_lease, kv=self.services.bundle.kv, scope=session, name=TURN_LEASE, ttl=self.lease_ttl
+            )
+        except LeaseBusy as exc:
+            raise TurnBusy(f"a turn of this conversation is already running ({exc})") from None
+        self._running.add(key)
+        held, stop, lost = [lease], asyncio.Event(), asyncio.Event()
+        keeper = asyncio.create_task(self._keep_lease(held, stop=stop, lost=lost), name=f"turn-lease-{key}")
+        ctx = ToolContext(
+            services=self.services, runtime=self, agent=agent, user_id=user_id, session=session, scratchpad=RunScratchpad()
+        )
+        final: Message | None = None
+        try:
+            yield TurnStarted(session=key, agent=agent.name, model=self.model.name, offline=self.services.offline)
+            async with contextlib.aclosing(self._loop(ctx=ctx, text=text)) as events:
+                async for event in events:
+                    if isinstance(event, TurnFinished):
+                        final = event.message
+                    yield event
+                    if lost.is_set() and not isinstance(event, TurnFinished | TurnFailed):
+                        final = None
+                        yield TurnFailed(
+                            error="this conversation was taken over by another worker; send your message again",
+                            kind="LeaseLost",
+                        )
+                        break
+        finally:
+            self._running.discard(key)
+            stop.set()
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._end_lease(keeper, held))
+        if final is not None:
+            await self.hooks.fire(HookPoint.AFTER_GRAPH, agent=agent, user_id=user_id, session=session, final=final)
+
+    async def _keep_lease(self, held: list[Lease], *, stop: asyncio.Event, lost: asyncio.Event) -> None:
+        """Renew the turn lease every third of its ttl until ``stop``; set ``lost`` if it was taken."""
+        interval = self.lease_ttl / 3
+        while True:
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+                return
+            except TimeoutError:
+                pass
+            try:
+                held.append(await _io(renew_lease, kv=self.services.bundle.kv, lease=held[-1], ttl=self.lease_ttl))
+            except LeaseLost:
+                logger.error("the turn lease of %s was taken over while the turn ran", held[-1].scope.key())
+                lost.set()
+                return
+            except Exception:  # a store hiccup: the lease still has two thirds of its ttl; retry
+                logger.warning("could not renew the turn lease of %s", held[-1].scope.key(), exc_info=True)
+
+    async def _end_lease(self, keeper: asyncio.Task, held: list[Lease]) -> None:
+        # The keeper is stopped, not cancelled: a cancel landing during a renewal would let the
+        # write finish unseen, and releasing an outdated version would leave the lease behind.
+        await keeper
+        await _io(release_lease, kv=self.services.bundle.kv, lease=held[-1])
+
+    async def run_subagent(self, *, parent: ToolContext, node: Any, task: str) -> str:
+        """Run ``node`` on ``task`` in a fresh session; clear that session when it finishes."""
+        session = SessionScope(f"{parent.session.id[:64]}.sub-{node.name[:40]}-{uuid.uuid4().hex[:8]}")
+        ctx = ToolContext(
+            services=self.services,
+            runtime=self,
+            agent=node,
+            user_id=parent.user_id,
+            session=session,
+            scratchpad=parent.scratchpad,
+            depth=parent.depth + 1,
+        )
+        answer: str | None = None
+        try:
+            async with contextlib.aclosing(self._loop(ctx=ctx, text=task)) as events:
+                async for event in events:
+                    if isinstance(event, TurnFinished) and event.message is not None:
+                        answer = event.message.content
+                    elif isinstance(event, TurnFailed):
+                        answer = f"The subagent {node.name} failed: {event.error}"
+        finally:
+            await asyncio.shield(self._forget_session(session))
+        return answer or f"The subagent {node.name} gave no answer."
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def _loop(self, *, ctx: ToolContext, text: str) -> AsyncIterator[RuntimeEvent]:
+        store = self.services.bundle.messages
+        for repaired in await self._repair_tail(ctx.session):
+            yield MessageStored(message=repaired)
+        user = (await _io(store.append, ctx.session, [Message(role="user", content=text)]))[0]
+        yield MessageStored(message=user)
+        roster = self.roster(ctx.agent)
+        schemas = roster.schemas()
+        for step in range(1, self.max_steps + 1):
+            async for event in self._cleanup(ctx):
+                yield event
+            builder = CompletionBuilder()
+            reply_id: str | None = None
+            try:
+                retried = False
+                while True:
+                    request = await self._assemble(ctx, schemas)
+                    yield ContextReady(
+                        step=step,
+                        sections=request.account,
+                        total_tokens=request.total_tokens,
+                        window=request.window,
+                        threshold=request.threshold,
+                    )
+                    await self.hooks.fire(HookPoint.BEFORE_MODEL, agent=ctx.agent, session=ctx.session, request=request)
+                    try:
+                        async for event in self._stream(request, schemas, builder):
+                            yield event
+                        break
+                    except ContextLengthExceeded:
+                        if retried or builder.content or builder.reasoning_content:
+                            raise
+                        retried = True  # the endpoint's window is smaller than declared: compact, retry once
+                        async for event in self._cleanup(ctx, force=True):
+                            yield event
+                completion = builder.build()
+                reply = completion.to_message()
+                reply_id = reply.id
+                stored = (await _io(store.append, ctx.session, [reply]))[0]
+                # From here on the reply is persisted: an interruption must close its calls,
+                # not store its text a second time.
+                pending = list(stored.tool_calls)
+                builder = CompletionBuilder()
+                await self.hooks.fire(HookPoint.AFTER_MODEL, agent=ctx.agent, session=ctx.session, message=stored)
+                yield MessageStored(message=stored)
+                if not stored.tool_calls:
+                    yield TurnFinished(message=stored, steps=step)
+                    return
+                while pending:
+                    call = pending[0]
+                    yield ToolStarted(call=call)
+                    await self.hooks.fire(HookPoint.BEFORE_TOOL, agent=ctx.agent, session=ctx.session, call=call)
+                    outcome = await roster.call(ctx, name=call.name, arguments_json=call.arguments_json)
+                    result = Message(role="tool", content=outcome.content, tool_call_id=call.id, name=call.name)
+                    stored_result = (await _io(store.append, ctx.session, [result]))[0]
+                    pending.pop(0)
+                    await self.hooks.fire(HookPoint.AFTER_TOOL, agent=ctx.agent, session=ctx.session, call=call, outcome=outcome)
+                    yield ToolFinished(call=call, content=outcome.content, ok=outcome.ok)
+                    yield MessageStored(message=stored_result)
+            except ModelError as exc:
+                logger.warning("model call failed for %s: %s", ctx.session.key(), exc)
+                await asyncio.shield(self._keep_partial(ctx.session, builder))
+                yield TurnFailed(error=str(exc), kind=type(exc).__name__)
+                return
+            except AssemblyError as exc:
+                # e.g. instructions and tools alone overflow the window: nothing was sent.
+                logger.error("context assembly failed for %s: %s", ctx.session.key(), exc)
+                yield TurnFailed(error=str(exc), kind=type(exc).__name__)
+                return
+            except (asyncio.CancelledError, GeneratorExit):
+                await asyncio.shield(self._abandon(ctx.session, builder, reply_id))
+                raise
+        note = Message(
+            role="assistant",
+            content=f"I stopped after {self.max_steps} steps without a final answer. Ask me to continue if needed.",
+        )
+        stored = (await _io(store.append, ctx.session, [note]))[0]
+        yield MessageStored(message=stored)
+        yield TurnFinished(message=stored, steps=self.max_steps, stopped_at_step_limit=True)
+
+    async def _stream(self, request: Any, schemas: list[dict[str, Any]], builder: CompletionBuilder) -> AsyncIterator[RuntimeEvent]:
+        events = self.model.stream(messages=request.messages, tools=schemas or None)
+        completion_tokens = 0
+        try:
+            async for event in events:
+                builder.add(event)
+                if isinstance(event, ContentDelta):
+                    completion_tokens += count_text(event.text)
+                    yield ContentChunk(text=event.text, completion_tokens=completion_tokens)
+                elif isinstance(event, ReasoningDelta):
+                    yield ReasoningChunk(text=event.text)
+                await asyncio.sleep(0)  # let the socket flush each chunk (STACK.md)
+        finally:
+            with contextlib.suppress(Exception):
+                await events.aclose()
+
+    async def _assemble(self, ctx: ToolContext, schemas: list[dict[str, Any]]) -> Any:
+        instructions = ctx.agent.instructions or ""
+        note = await _io(take_reorientation, kv=self.services.bundle.kv, session=ctx.session)
+        if note:
+            instructions = f"{instructions}\n\n{note}".strip()
+        return await self.services.assembler.aassemble(
+            session=ctx.session,
+            config=ctx.agent.memory_config,
+            agent=ctx.agent.name,
+            user=ctx.user_id,
+            instructions=instructions,
+            tools=schemas,
+            archive_scope=archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id),
+            supplements=self.supplements_for(ctx.agent),
+        )
+
+    async def _cleanup(self, ctx: ToolContext, *, force: bool = False) -> AsyncIterator[RuntimeEvent]:
+        config = ctx.agent.memory_config
+        head = await _io(self.services.bundle.messages.head, ctx.session)
+        if not force and head.tokens <= config.threshold:
+            return
+        yield CleanupStarted(tokens=head.tokens, threshold=config.threshold)
+        try:
+            result = await arun_cleanup(
+                bundle=self.services.bundle,
+                session=ctx.session,
+                config=config,
+                summarizer=as_text_completion(self.model),
+                catalog=self.services.catalog,
+                hooks=self.services.hooks,
+                archive_scope=archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id) if config.archive_enabled else None,
+                force=force,
+                lease_ttl=self.cleanup_lease_ttl,
+            )
+        except CleanupFailed as exc:
+            # The session is unchanged; the turn goes on (assembly keeps the context in the window).
+            logger.error("cleanup of %s failed at %s: %s", ctx.session.key(), exc.step, exc)
+            yield CleanupDone(False, str(exc), 0, 0, head.tokens, head.tokens, None, False)
+            return
+        yield CleanupDone(
+            committed=result.committed,
+            reason=result.reason,
+            evicted_count=result.evicted_count,
+            kept_count=result.kept_count,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+            through_seq=result.through_seq,
+            fallback_summary=result.fallback_summary,
+        )
+
+    # -- keeping the transcript legal ---------------------------------------------------------
+
+    async def _repair_tail(self, session: SessionScope) -> list[Message]:
+        """Persist synthetic results for calls a crashed turn left open at the session's end."""
+        tail = await _io(self.services.bundle.messages.read, session, last=64)
+        repaired, repairs = repair_transcript(tail)
+        added = [r for r in repairs if r.action == "added_result" and r.position == len(tail)]
+        if not added:
+            return []
+        synthetic = repaired[len(repaired) - len(added) :]
+        logger.warning("repairing %d interrupted tool call(s) in %s", len(synthetic), session.key())
+        return await _io(self.services.bundle.messages.append, session, synthetic)
+
+    async def _keep_partial(self, session: SessionScope, builder: CompletionBuilder) -> None:
+        """A reply cut off mid-stream: keep what the user already saw (tool calls are never partial)."""
+        if builder.content or builder.reasoning_content:
+            partial = Message(
+                role="assistant",
+                content=(builder.content + "\n\n" + STOPPED_NOTE).strip(),
+                reasoning_content=builder.reasoning_content or None,
+            )
+            await _io(self.services.bundle.messages.append, session, [partial])
+
+    async def _abandon(self, session: SessionScope, builder: CompletionBuilder, reply_id: str | None) -> None:
+        """Close a turn cut short, from what the store holds, not from what the loop believed.
+
+        A cancel can land while a write is finishing in its worker thread: the message is then
+        stored although the await raised. So the partial reply is kept only if the reply itself
+        never made it to the store, and open calls are closed by the same repair a crashed turn
+        gets, which adds a result only for calls that have none.
+        """
+        try:
+            tail = await _io(self.services.bundle.messages.read, session, last=64)
+            if reply_id is None or all(m.id != reply_id for m in tail):
+                await self._keep_partial(session, builder)
+            await self._repair_tail(session)
+        except Exception:  # the next turn's _repair_tail closes the chain instead
+            logger.exception("could not close the interrupted turn of %s", session.key())
+
+    async def _forget_session(self, session: SessionScope) -> None:
+        """A subagent's session memory lives only as long as the subagent."""
+        await _io(self.services.bundle.messages.clear, session)
+        for item in await _io(self.services.bundle.kv.list, session):
+            await _io(self.services.bundle.kv.delete, session, item.key)
+        await _io(self.services.catalog.delete_session, session)

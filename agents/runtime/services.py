@@ -1,0 +1,110 @@
+"""The process-wide memory services the runtime, the consumer and the commands share.
+
+Built once from settings and the booted declaration: the store bundle of the declared backend,
+the pruned catalog, the memory hook dispatcher (with the built-in TodoReorientationHook), the
+context assembler and the configured chat model.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from agents.llm import ChatModel, OfflineChatModel, model_from_settings
+from memory.assembly.assembler import ContextAssembler, default_pipeline
+from memory.compression.pruned import PrunedCatalog
+from memory.hooks import MemoryHookDispatcher, MemoryHookPoint, TodoReorientationHook
+from memory.stores.base import MemoryStoreBundle
+from memory.stores.registry import open_bundle
+
+
+@dataclass(frozen=True)
+class MemoryServices:
+    bundle: MemoryStoreBundle
+    catalog: PrunedCatalog
+    hooks: MemoryHookDispatcher
+    assembler: ContextAssembler
+    model: ChatModel
+    workspace: Path
+
+    @property
+    def offline(self) -> bool:
+        return isinstance(self.model, OfflineChatModel)
+
+
+def build_services(
+    *,
+    backend: str,
+    workspace: Path,
+    model: ChatModel | None = None,
+    hooks: MemoryHookDispatcher | None = None,
+) -> MemoryServices:
+    """Wire a set of services over ``workspace`` (tests build their own with this)."""
+    bundle = open_bundle(backend, root=workspace / "memory")
+    catalog = PrunedCatalog(workspace / "pruned")
+    hooks = hooks or MemoryHookDispatcher()
+    hooks.register(MemoryHookPoint.CLEANUP_FINISHED, TodoReorientationHook(kv=bundle.kv))
+    assembler = ContextAssembler(stores=bundle, pipeline=default_pipeline(catalog=catalog), hooks=hooks)
+    services = MemoryServices(
+        bundle=bundle,
+        catalog=catalog,
+        hooks=hooks,
+        assembler=assembler,
+        model=model or model_from_settings(),
+        workspace=workspace,
+    )
+    from agents.tasks import register_long_term_hooks  # the tasks module needs the services type
+
+    register_long_term_hooks(services)
+    return services
+
+
+_lock = threading.Lock()
+_services: MemoryServices | None = None
+
+
+def get_services() -> MemoryServices:
+    """The process's services, on the declaration's backend (``MODEX_PERSISTENCE_BACKEND`` wins)."""
+    global _services
+    with _lock:
+        if _services is None:
+            from agents.declarations import get_declaration
+
+            backend = settings.MODEX_PERSISTENCE_BACKEND or get_declaration().persistence.backend
+            _services = build_services(backend=backend, workspace=Path(settings.MODEX_WORKSPACE))
+        return _services
+
+
+def reset_services() -> None:
+    """Forget the process's services (tests that change settings)."""
+    global _services
+    with _lock:
+        _services = None
+
+
+def inspection_source():
+    """What ``memory.inspection`` reads: the process's stores, at the moment of each request.
+
+    memory/ never imports agents/, so ``AgentsConfig.ready()`` hands this function over; tests
+    that swap the services are seen at once.
+    """
+    from memory import inspection
+
+    services = get_services()
+    return inspection.InspectionSource(
+        bundle=services.bundle,
+        catalog=services.catalog,
+        workspace=services.workspace,
+        sessions_of_user=_sessions_of_user,
+    )
+
+
+def _sessions_of_user(user_id: str) -> list[str]:
+    from agents.models import Conversation
+
+    if not str(user_id).isdigit():
+        return []
+    return list(Conversation.objects.filter(owner_id=int(user_id)).order_by("created_at").values_list("pk", flat=True))

@@ -1,1 +1,0 @@
-"""Agent tools, compiled per agent from its declaration (``agents.tools.registry.compile_roster``)."""
