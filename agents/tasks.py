@@ -17,6 +17,9 @@ What triggers them (never blocking a chat turn: they only enqueue):
   whose owner is not known yet (its first run) is marked and queued when that run ends.
 * AFTER_GRAPH ``experience_review`` (``agents.experience.supplement``): queues the review.
 
+``install_long_term_session`` is a runtime installer (``MODEX_RUNTIME_HOOKS``);
+``register_long_term_hooks`` is registered with ``agents.runtime.services.on_build`` at ready.
+
 Tasks run in ``manage.py db_worker`` (django-tasks-db) in production; they resolve their services
 and agents through ``current_environment()`` (the process's services and booted declaration;
 tests install their own with ``task_environment``). ``arun_recorded_tasks`` runs what a
@@ -39,6 +42,7 @@ from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, TaskResultStatus, task, tas
 from django.utils import timezone
 
 from agents.llm import as_text_completion
+from agents.runtime.hooks import HookPoint, RuntimeHooks
 from memory.dream import ConsolidationMode, ConsolidationStatus, DreamEngine
 from memory.hooks import CleanupFinished, MemoryHookPoint
 from memory.messages import Message, utcnow
@@ -46,12 +50,14 @@ from memory.scopes import Scope, SessionScope
 from memory.stores.base import ConcurrentChange, KVStore
 
 if TYPE_CHECKING:
+    from agents.runtime.loop import Runtime
     from agents.runtime.services import MemoryServices
 
 logger = logging.getLogger("agents.tasks")
 
 OWNER_KEY = "long_term.owner"
 PENDING_KEY = "dream.pending"
+SESSION_HOOK = "long_term_session"
 
 
 # -- where tasks find their services and agents ----------------------------------------------
@@ -266,6 +272,13 @@ def register_long_term_hooks(services: MemoryServices) -> None:
     """Register the CLEANUP_FINISHED consolidation trigger on ``services.hooks`` (idempotent)."""
     if not any(isinstance(h, ConsolidationTrigger) for h in services.hooks.handlers(MemoryHookPoint.CLEANUP_FINISHED)):
         services.hooks.add(ConsolidationTrigger(kv=services.bundle.kv))
+
+
+def install_long_term_session(hooks: RuntimeHooks, agent: Any, runtime: Runtime) -> None:
+    """The runtime installer: the ``long_term_session`` AFTER_GRAPH hook, for main agents with
+    archive and core memory on (the agents whose cleanups feed the Dream Engine)."""
+    if _long_term(agent):
+        hooks.register(HookPoint.AFTER_GRAPH, LongTermSessionHook(services=runtime.services), name=SESSION_HOOK)
 
 
 # -- running recorded tasks (DummyBackend) ----------------------------------------------------

@@ -22,21 +22,18 @@ For each level N it makes N users with one conversation each, opens N WebSockets
 one message on each (after one unreported warm-up chat) and reports: how many turns completed, first-token latency (message sent →
 first streamed content fragment) p50/p99, whole-turn latency p50/p99, and errors (failed
 handshakes, error fragments, timeouts). Loopback only; each level is bounded by ``--timeout``.
-The WebSocket client is a minimal RFC 6455 one (stdlib only), so nothing else is needed.
+The WebSocket client is the scale-out tests' minimal RFC 6455 one (tests/scaleout/clients.py,
+stdlib only), so nothing else is needed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import hashlib
 import json
 import os
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -47,94 +44,19 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[1]
-GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+if str(REPO) not in sys.path:  # run as a script: the repository's packages
+    sys.path.insert(0, str(REPO))
+
+from tests.scaleout.clients import WebSocket, free_port  # noqa: E402  (the one stdlib client)
+from tests.scaleout.clients import wait_for_port as wait_listening  # noqa: E402
+
 FIRST_TOKEN = "-content\">"  # a content chunk: <div hx-swap-oob="beforeend:#live-…-content">
 TURN_DONE = 'data-state="idle"'
 ERROR = 'class="notice error"'
 MESSAGE = "Hello! Could you tell me, briefly, what you can do for me today?"
 
 
-# -- a minimal WebSocket client ---------------------------------------------------------------
-
-
-class WebSocket:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-
-    @classmethod
-    async def connect(cls, host: str, port: int, path: str, *, cookie: str, origin: str) -> WebSocket:
-        reader, writer = await asyncio.open_connection(host, port)
-        key = base64.b64encode(os.urandom(16)).decode()
-        writer.write(
-            (
-                f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin}\r\nCookie: {cookie}\r\n\r\n"
-            ).encode()
-        )
-        await writer.drain()
-        status = await reader.readline()
-        headers = {}
-        while (line := await reader.readline()) not in (b"\r\n", b""):
-            name, _, value = line.decode("latin1").partition(":")
-            headers[name.strip().lower()] = value.strip()
-        expected = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
-        if b" 101 " not in status or headers.get("sec-websocket-accept") != expected:
-            writer.close()
-            raise ConnectionError(f"handshake refused: {status.decode('latin1').strip()}")
-        return cls(reader, writer)
-
-    async def send_text(self, text: str) -> None:
-        payload = text.encode()
-        mask = os.urandom(4)
-        size = len(payload)
-        head = bytes([0x81])
-        if size < 126:
-            head += bytes([0x80 | size])
-        elif size < 65536:
-            head += bytes([0x80 | 126]) + struct.pack("!H", size)
-        else:
-            head += bytes([0x80 | 127]) + struct.pack("!Q", size)
-        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-        self.writer.write(head + mask + masked)
-        await self.writer.drain()
-
-    async def receive(self) -> str | None:
-        """The next text message (None when the server closed the socket)."""
-        parts: list[bytes] = []
-        while True:
-            first, second = await self.reader.readexactly(2)
-            opcode, size = first & 0x0F, second & 0x7F
-            if size == 126:
-                size = struct.unpack("!H", await self.reader.readexactly(2))[0]
-            elif size == 127:
-                size = struct.unpack("!Q", await self.reader.readexactly(8))[0]
-            data = await self.reader.readexactly(size)
-            if opcode == 0x8:
-                return None
-            if opcode == 0x9:  # ping → pong
-                self.writer.write(bytes([0x8A, 0x80 | len(data)]) + b"\0\0\0\0" + data)
-                continue
-            if opcode in (0x1, 0x0):
-                parts.append(data)
-                if first & 0x80:
-                    return b"".join(parts).decode()
-
-    async def close(self) -> None:
-        try:
-            self.writer.write(bytes([0x88, 0x82]) + b"\0\0\0\0" + struct.pack("!H", 1000))
-            await self.writer.drain()
-        except (ConnectionError, RuntimeError):
-            pass
-        self.writer.close()
-
-
 # -- set-up -------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass(frozen=True)
@@ -176,17 +98,12 @@ def configure_environment(args: argparse.Namespace) -> tuple[str, int]:
 
 
 def wait_for_port(port: int, process: subprocess.Popen, log: Path, what: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"{what} exited with {process.returncode}; see {log}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    process.terminate()
-    raise SystemExit(f"{what} did not start within 60 s; see {log}")
+    try:
+        wait_listening(port, process=process)
+    except AssertionError as exc:
+        if process.poll() is None:
+            process.terminate()
+        raise SystemExit(f"{what}: {exc}; see {log}") from None
 
 
 def start_server(port: int, setup: Setup) -> subprocess.Popen:
@@ -274,7 +191,7 @@ async def one_chat(host: str, port: int, conversation_id: str, cookie: str, star
     outcome = Outcome()
     try:
         ws = await asyncio.wait_for(
-            WebSocket.connect(host, port, f"/ws/chat/{conversation_id}/", cookie=cookie, origin=f"http://{host}:{port}"),
+            WebSocket.connect(port, f"/ws/chat/{conversation_id}/", cookie=cookie, host=host),
             timeout,
         )
     except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
@@ -428,7 +345,6 @@ def main() -> None:
     host, port = configure_environment(args)
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise SystemExit("loopback only: --url must point at 127.0.0.1 or localhost")
-    sys.path.insert(0, str(REPO))
     import django
 
     django.setup()

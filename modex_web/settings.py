@@ -192,6 +192,17 @@ MODEX_PERSISTENCE_BACKEND = env_str("MODEX_PERSISTENCE_BACKEND")  # None: take b
 # long a worker that died mid-turn or mid-cleanup blocks the next one.
 MODEX_TURN_LEASE_TTL = env_float("MODEX_TURN_LEASE_TTL", 300.0, minimum=1.0)
 MODEX_CLEANUP_LEASE_TTL = env_float("MODEX_CLEANUP_LEASE_TTL", 600.0, minimum=1.0)
+# Runtime hook installers (agents/runtime/hooks.py), each "module.function(hooks, agent, runtime)":
+# session cleanup, the experience review (agents with the supplement), the Dream Engine's binding.
+# Drop one to switch that capability off for every agent; add your own to extend the loop.
+MODEX_RUNTIME_HOOKS = env_list(
+    "MODEX_RUNTIME_HOOKS",
+    [
+        "agents.runtime.cleanup.install",
+        "agents.experience.hook.install",
+        "agents.tasks.install_long_term_session",
+    ],
+)
 
 LOGGING = {
     "version": 1,

@@ -16,6 +16,9 @@ KNOWN_TOOLS: tuple[str, ...] = ("core_memory", "archive_search", "pruned_lookup"
 SUPPLEMENT_TOOLS: dict[str, tuple[str, ...]] = {"experience": ("experience",)}
 KNOWN_SUPPLEMENTS: tuple[str, ...] = tuple(SUPPLEMENT_TOOLS)
 MAIN_AGENT_ONLY_TOOLS: frozenset[str] = frozenset({"experience"})
+# The tools of the long-term layers: a subagent has no archive and no core memory, so on a
+# subagent these could never run.
+LONG_TERM_TOOLS: dict[str, str] = {"archive_search": "archive", "core_memory": "core memory"}
 
 BACKENDS: tuple[str, ...] = ("file", "sqlite")
 DEFAULT_BACKEND = "sqlite"  # the bot default (the framework default, without a declaration, is file)

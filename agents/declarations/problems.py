@@ -34,6 +34,7 @@ class ProblemCode(StrEnum):
     SUBAGENT_MEMORY = "modex.E017"  # a subagent's memory block sets more than its threshold
     SUBAGENT_SUPPLEMENT = "modex.E018"  # experience (supplement or tool) on a subagent
     MEMORY_CONFIG = "modex.E019"  # values that contradict each other (threshold > window, ...)
+    SUBAGENT_LONG_TERM_TOOL = "modex.E020"  # archive_search / core_memory on a subagent: can never run
 
     @property
     def title(self) -> str:

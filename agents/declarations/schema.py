@@ -16,6 +16,7 @@ from agents.declarations.nodes import (
     DEFAULT_BACKEND,
     KNOWN_SUPPLEMENTS,
     KNOWN_TOOLS,
+    LONG_TERM_TOOLS,
     MAIN_AGENT_ONLY_TOOLS,
     MAIN_MEMORY_KEYS,
     MEMORY_TOGGLES,
@@ -224,6 +225,15 @@ class _Walker(NodeReader):
                         (*path, "tools", index),
                         item,
                         f"the {tool!r} tool is for main agents only; subagents carry no long-term layers.",
+                    )
+                    ok = False
+                elif tool in LONG_TERM_TOOLS:
+                    self.add(
+                        ProblemCode.SUBAGENT_LONG_TERM_TOOL,
+                        (*path, "tools", index),
+                        item,
+                        f"the {tool!r} tool can never run on a subagent: subagents have no {LONG_TERM_TOOLS[tool]}.",
+                        hint="Remove it from the subagent (pruned_lookup and todo work there); the main agent keeps it.",
                     )
                     ok = False
         return tuple(tool for tool, _ in items) if ok else SKIP

@@ -6,8 +6,10 @@
   (``agents.runtime.tools.registry``);
 * ``ExperienceProvider`` renders ``<available_experiences>`` (name and description of each
   lesson, within a budget) as a supplement section of the context (``supplements_for``);
-* the ``experience_review`` AFTER_GRAPH hook (``install_runtime_hooks``) queues the
-  ExperienceReviewAgent (``agents.experience.review``) when a run finishes.
+* the ``experience_review`` AFTER_GRAPH hook (``agents.experience.hook``, installed for these
+  agents only) queues the ExperienceReviewAgent (``agents.experience.review``) when a run finishes.
+
+``register`` (called at app ready) makes the supplement known to ``agents.runtime.supplements``.
 
 Subagents never get any of it (``memory_config.is_subagent``), and neither do agents without
 the supplement. Storage is ``agents.experience.store``.
@@ -27,29 +29,24 @@ from agents.experience.store import (
     ExperienceNotFound,
     ExperienceStore,
 )
-from agents.runtime.hooks import HookPoint
+from agents.runtime.supplements import Supplement, register_supplement
 from agents.runtime.tools.base import Tool, ToolError
 from memory.assembly.base import AssemblyContext, MemoryProvider, Section
 from memory.assembly.xml import element, wrap
-from memory.messages import Message
-from memory.scopes import SessionScope
 from memory.tokens import count_text
 
 if TYPE_CHECKING:
-    from agents.runtime.loop import Runtime, ToolContext
+    from agents.runtime.loop import ToolContext
 
 logger = logging.getLogger("agents.experience.supplement")
 
 SUPPLEMENT = "experience"
 TAG = "available_experiences"
 SECTION_NAME = "experiences"
-REVIEW_HOOK = "experience_review"
-SESSION_HOOK = "long_term_session"
 DEFAULT_BUDGET_TOKENS = 600
 
 __all__ = [
     "DEFAULT_BUDGET_TOKENS",
-    "REVIEW_HOOK",
     "SUPPLEMENT",
     "TAG",
     "ExperienceError",
@@ -60,8 +57,7 @@ __all__ = [
     "ExperienceStore",
     "ExperienceTool",
     "experience_enabled",
-    "experience_review_hook",
-    "install_runtime_hooks",
+    "register",
     "render_listing",
     "supplements_for",
 ]
@@ -165,29 +161,10 @@ def supplements_for(agent: Any) -> tuple[MemoryProvider, ...]:
     return (ExperienceProvider(),) if experience_enabled(agent) else ()
 
 
-# -- the runtime hooks ------------------------------------------------------------------------
+def _tools(agent: Any) -> list[Tool]:
+    return [ExperienceTool()] if experience_enabled(agent) else []
 
 
-async def experience_review_hook(*, agent: Any, user_id: str, session: SessionScope, final: Message, **_: Any) -> None:
-    """AFTER_GRAPH: queue the ExperienceReviewAgent for the finished run (main agents with the
-    supplement only). Queuing is all it does: the review runs in the background."""
-    if not experience_enabled(agent) or final is None:
-        return
-    from agents.tasks import enqueue_experience_review  # tasks import the reviewer, which imports the runtime
-
-    await sync_to_async(enqueue_experience_review, thread_sensitive=True)(
-        agent=agent.name, user=user_id, session=session.key(), final_id=final.id, final_seq=final.seq
-    )
-
-
-def install_runtime_hooks(runtime: Runtime) -> Runtime:
-    """Register the long-term loop's AFTER_GRAPH hooks on ``runtime`` (idempotent):
-    ``experience_review`` and the session binding the Dream Engine's cleanup trigger uses."""
-    from agents.tasks import LongTermSessionHook
-
-    names = runtime.hooks.names(HookPoint.AFTER_GRAPH)
-    if REVIEW_HOOK not in names:
-        runtime.hooks.register(HookPoint.AFTER_GRAPH, experience_review_hook, name=REVIEW_HOOK)
-    if SESSION_HOOK not in names:
-        runtime.hooks.register(HookPoint.AFTER_GRAPH, LongTermSessionHook(services=runtime.services), name=SESSION_HOOK)
-    return runtime
+def register() -> None:
+    """Make ``tool_supplements: [experience]`` known to the runtime (the app does this at ready)."""
+    register_supplement(Supplement(name=SUPPLEMENT, tools=_tools, providers=supplements_for))

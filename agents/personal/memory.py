@@ -1,5 +1,5 @@
 """A person's view of an agent's memory: their core memory files, the history of each, and the
-agent's experiences. Shared by the memory pages (agents/memory_pages.py) and the JSON API.
+agent's experiences. Shared by the memory pages (agents/personal/views.py) and the JSON API.
 
 Every read and write is scoped to the requesting user: USER.md is ``UserScope(<user pk>)``,
 MEMORY.md is ``CompositeScope(agent, user)``; nobody reaches another user's files through here.

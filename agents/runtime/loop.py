@@ -1,4 +1,8 @@
-"""The ReAct loop: assemble → model → tools → persist → cleanup, one turn at a time.
+"""The ReAct loop: hooks → assemble → model → tools → persist, one turn at a time.
+
+Each step starts at the BEFORE_STEP hook point, where the installed cleanup hook compresses a
+session over its threshold (``agents.runtime.cleanup``); the loop itself knows nothing of
+compression. Which hooks a run gets is ``Runtime.hooks_for(agent)``.
 
 ``Runtime.run_turn`` is an async generator of ``agents.runtime.events`` for one conversation turn. Every
 message is persisted as it completes, so a turn cut short (stop button, client gone, crash)
@@ -12,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +24,6 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from agents.runtime.events import (
-    CleanupDone,
-    CleanupStarted,
     ContentChunk,
     ContextReady,
     MessageStored,
@@ -33,8 +35,9 @@ from agents.runtime.events import (
     TurnFinished,
     TurnStarted,
 )
-from agents.experience.supplement import install_runtime_hooks, supplements_for
-from agents.runtime.hooks import HookPoint, RuntimeHooks
+from agents.runtime.hooks import HookPoint, Installer, RuntimeHooks
+from agents.runtime.hooks import installers as registered_installers
+from agents.runtime.supplements import supplement_providers
 from agents.llm import (
     ChatModel,
     CompletionBuilder,
@@ -42,7 +45,6 @@ from agents.llm import (
     ContextLengthExceeded,
     ModelError,
     ReasoningDelta,
-    as_text_completion,
 )
 from agents.runtime.services import MemoryServices
 from agents.runtime.tools.base import ToolRoster
@@ -50,7 +52,6 @@ from agents.runtime.tools.memory_tools import archive_scope_for
 from agents.runtime.tools.registry import compile_roster
 from agents.runtime.tools.scratchpad import RunScratchpad
 from memory.assembly.assembler import AssemblyError
-from memory.compression.cleanup import CleanupFailed, arun_cleanup
 from memory.hooks import take_reorientation
 from memory.locks import Lease, LeaseBusy, LeaseLost, acquire_lease, release_lease, renew_lease
 from memory.messages import Message
@@ -86,6 +87,7 @@ class ToolContext:
     user_id: str
     session: SessionScope
     scratchpad: RunScratchpad
+    hooks: RuntimeHooks
     depth: int = 0
     subagent_sessions: list[SessionScope] = field(default_factory=list)
 
@@ -107,6 +109,7 @@ class Runtime:
         max_steps: int = DEFAULT_MAX_STEPS,
         lease_ttl: float | None = None,
         cleanup_lease_ttl: float | None = None,
+        installers: Sequence[tuple[str, Installer]] | None = None,
     ) -> None:
         self.services = services
         self.model = model or services.model
@@ -119,14 +122,26 @@ class Runtime:
             getattr(settings, "MODEX_CLEANUP_LEASE_TTL", CLEANUP_LEASE_TTL) if cleanup_lease_ttl is None
             else cleanup_lease_ttl
         )
+        # None: the process's installers as they are at each run (see ``hooks_for``).
+        self._installers = (lambda: list(installers)) if installers is not None else registered_installers
         self._running: set[str] = set()
-        install_runtime_hooks(self)
 
     # -- public -------------------------------------------------------------------------------
 
     def supplements_for(self, agent: Any) -> tuple[Any, ...]:
         """The supplement providers of ``agent``'s context (e.g. ``<available_experiences>``)."""
-        return supplements_for(agent)
+        return supplement_providers(agent)
+
+    def hooks_for(self, agent: Any) -> RuntimeHooks:
+        """The hooks of one run of ``agent``: this runtime's own, then what each installer
+        (``agents.runtime.hooks.installers()``, set from ``MODEX_RUNTIME_HOOKS``) adds for it."""
+        hooks = RuntimeHooks(parent=self.hooks)
+        for name, installer in self._installers():
+            try:
+                installer(hooks, agent, self)
+            except Exception:
+                logger.exception("runtime hook installer %s failed for %s; its hooks are left out", name, agent.name)
+        return hooks
 
     def roster(self, agent: Any) -> ToolRoster:
         in_run = bool(agent.subagents) or agent.memory_config.is_subagent
@@ -157,7 +172,13 @@ class Runtime:
         held, stop, lost = [lease], asyncio.Event(), asyncio.Event()
         keeper = asyncio.create_task(self._keep_lease(held, stop=stop, lost=lost), name=f"turn-lease-{key}")
         ctx = ToolContext(
-            services=self.services, runtime=self, agent=agent, user_id=user_id, session=session, scratchpad=RunScratchpad()
+            services=self.services,
+            runtime=self,
+            agent=agent,
+            user_id=user_id,
+            session=session,
+            scratchpad=RunScratchpad(),
+            hooks=self.hooks_for(agent),
         )
         final: Message | None = None
         try:
@@ -180,7 +201,7 @@ class Runtime:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._end_lease(keeper, held))
         if final is not None:
-            await self.hooks.fire(HookPoint.AFTER_GRAPH, agent=agent, user_id=user_id, session=session, final=final)
+            await ctx.hooks.fire(HookPoint.AFTER_GRAPH, agent=agent, user_id=user_id, session=session, final=final)
 
     async def _keep_lease(self, held: list[Lease], *, stop: asyncio.Event, lost: asyncio.Event) -> None:
         """Renew the turn lease every third of its ttl until ``stop``; set ``lost`` if it was taken."""
@@ -216,6 +237,7 @@ class Runtime:
             user_id=parent.user_id,
             session=session,
             scratchpad=parent.scratchpad,
+            hooks=self.hooks_for(node),
             depth=parent.depth + 1,
         )
         answer: str | None = None
@@ -241,7 +263,7 @@ class Runtime:
         roster = self.roster(ctx.agent)
         schemas = roster.schemas()
         for step in range(1, self.max_steps + 1):
-            async for event in self._cleanup(ctx):
+            async for event in ctx.hooks.stream(HookPoint.BEFORE_STEP, ctx=ctx, step=step, force=False):
                 yield event
             builder = CompletionBuilder()
             reply_id: str | None = None
@@ -256,7 +278,7 @@ class Runtime:
                         window=request.window,
                         threshold=request.threshold,
                     )
-                    await self.hooks.fire(HookPoint.BEFORE_MODEL, agent=ctx.agent, session=ctx.session, request=request)
+                    await ctx.hooks.fire(HookPoint.BEFORE_MODEL, agent=ctx.agent, session=ctx.session, request=request)
                     try:
                         async for event in self._stream(request, schemas, builder):
                             yield event
@@ -265,7 +287,7 @@ class Runtime:
                         if retried or builder.content or builder.reasoning_content:
                             raise
                         retried = True  # the endpoint's window is smaller than declared: compact, retry once
-                        async for event in self._cleanup(ctx, force=True):
+                        async for event in ctx.hooks.stream(HookPoint.BEFORE_STEP, ctx=ctx, step=step, force=True):
                             yield event
                 completion = builder.build()
                 reply = completion.to_message()
@@ -275,7 +297,7 @@ class Runtime:
                 # not store its text a second time.
                 pending = list(stored.tool_calls)
                 builder = CompletionBuilder()
-                await self.hooks.fire(HookPoint.AFTER_MODEL, agent=ctx.agent, session=ctx.session, message=stored)
+                await ctx.hooks.fire(HookPoint.AFTER_MODEL, agent=ctx.agent, session=ctx.session, message=stored)
                 yield MessageStored(message=stored)
                 if not stored.tool_calls:
                     yield TurnFinished(message=stored, steps=step)
@@ -283,12 +305,12 @@ class Runtime:
                 while pending:
                     call = pending[0]
                     yield ToolStarted(call=call)
-                    await self.hooks.fire(HookPoint.BEFORE_TOOL, agent=ctx.agent, session=ctx.session, call=call)
+                    await ctx.hooks.fire(HookPoint.BEFORE_TOOL, agent=ctx.agent, session=ctx.session, call=call)
                     outcome = await roster.call(ctx, name=call.name, arguments_json=call.arguments_json)
                     result = Message(role="tool", content=outcome.content, tool_call_id=call.id, name=call.name)
                     stored_result = (await _io(store.append, ctx.session, [result]))[0]
                     pending.pop(0)
-                    await self.hooks.fire(HookPoint.AFTER_TOOL, agent=ctx.agent, session=ctx.session, call=call, outcome=outcome)
+                    await ctx.hooks.fire(HookPoint.AFTER_TOOL, agent=ctx.agent, session=ctx.session, call=call, outcome=outcome)
                     yield ToolFinished(call=call, content=outcome.content, ok=outcome.ok)
                     yield MessageStored(message=stored_result)
             except ModelError as exc:
@@ -342,40 +364,6 @@ class Runtime:
             tools=schemas,
             archive_scope=archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id),
             supplements=self.supplements_for(ctx.agent),
-        )
-
-    async def _cleanup(self, ctx: ToolContext, *, force: bool = False) -> AsyncIterator[RuntimeEvent]:
-        config = ctx.agent.memory_config
-        head = await _io(self.services.bundle.messages.head, ctx.session)
-        if not force and head.tokens <= config.threshold:
-            return
-        yield CleanupStarted(tokens=head.tokens, threshold=config.threshold)
-        try:
-            result = await arun_cleanup(
-                bundle=self.services.bundle,
-                session=ctx.session,
-                config=config,
-                summarizer=as_text_completion(self.model),
-                catalog=self.services.catalog,
-                hooks=self.services.hooks,
-                archive_scope=archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id) if config.archive_enabled else None,
-                force=force,
-                lease_ttl=self.cleanup_lease_ttl,
-            )
-        except CleanupFailed as exc:
-            # The session is unchanged; the turn goes on (assembly keeps the context in the window).
-            logger.error("cleanup of %s failed at %s: %s", ctx.session.key(), exc.step, exc)
-            yield CleanupDone(False, str(exc), 0, 0, head.tokens, head.tokens, None, False)
-            return
-        yield CleanupDone(
-            committed=result.committed,
-            reason=result.reason,
-            evicted_count=result.evicted_count,
-            kept_count=result.kept_count,
-            tokens_before=result.tokens_before,
-            tokens_after=result.tokens_after,
-            through_seq=result.through_seq,
-            fallback_summary=result.fallback_summary,
         )
 
     # -- keeping the transcript legal ---------------------------------------------------------

@@ -8,6 +8,7 @@ context assembler and the configured chat model.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,10 +57,19 @@ def build_services(
         model=model or model_from_settings(),
         workspace=workspace,
     )
-    from agents.tasks import register_long_term_hooks  # the tasks module needs the services type
-
-    register_long_term_hooks(services)
+    for initializer in list(_initializers):
+        initializer(services)
     return services
+
+
+_initializers: list[Callable[[MemoryServices], None]] = []
+
+
+def on_build(initializer: Callable[[MemoryServices], None]) -> None:
+    """Run ``initializer(services)`` on every set of services built from now on (the app
+    registers the Dream Engine's cleanup trigger this way at ready); idempotent per function."""
+    if initializer not in _initializers:
+        _initializers.append(initializer)
 
 
 _lock = threading.Lock()

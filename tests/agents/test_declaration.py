@@ -61,7 +61,7 @@ def test_supplement_tools_are_name_merged(shipped):
     assert shipped.find("reviewer").tools == ("pruned_lookup",)
     assert shipped.find("reviewer").effective_tools == ("pruned_lookup", "experience")
     assert shipped.find("default").effective_tools[-1] == "experience"
-    assert shipped.find("researcher").effective_tools == ("archive_search", "pruned_lookup")
+    assert shipped.find("researcher").effective_tools == ("pruned_lookup",)
     assert set(KNOWN_TOOLS) >= set(shipped.find("default").effective_tools)
 
 

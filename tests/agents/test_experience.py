@@ -6,33 +6,27 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from asgiref.sync import async_to_sync, sync_to_async
-from django.tasks import default_task_backend
+from asgiref.sync import async_to_sync
 
 from agents.declarations import load_declaration
 from agents.runtime.events import ToolFinished, TurnFinished
-from agents.experience.supplement import (
-    REVIEW_HOOK,
-    ExperienceProvider,
-    experience_review_hook,
-    install_runtime_hooks,
-    supplements_for,
-)
+from agents.experience.hook import REVIEW_HOOK
+from agents.experience.supplement import ExperienceProvider
 from agents.experience.review import ExperienceReviewAgent, ReviewStatus, ledger_key, render_run
 from agents.experience.store import ExperienceConflict, ExperienceExists, ExperienceStore, InvalidExperience, similar
 from agents.runtime.hooks import HookPoint
 from agents.llm import OfflineChatModel
 from agents.runtime.loop import Runtime, ToolContext
 from agents.runtime.services import build_services
-from agents.tasks import TaskEnvironment, arun_recorded_tasks, review_experience, task_environment
+from agents.tasks import arun_recorded_tasks, review_experience, task_environment
 from agents.runtime.tools.scratchpad import RunScratchpad
 from memory.assembly.base import AssemblyContext
 from memory.config import MemoryConfig
 from memory.messages import Message, ToolCall
 from memory.scopes import AgentScope, SessionScope
+from tests.agents.support import BACKENDS, RecordingModel, fresh_queue, off_loop, queued, runtime_setup, tool_names, turn  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
-BACKENDS = ["file", pytest.param("sqlite", marks=pytest.mark.django_db(transaction=True))]
 FAILING = "Look up pruned message 99"  # the offline model calls pruned_lookup; nothing was pruned: a tool error
 
 
@@ -40,30 +34,8 @@ def declared(name="default"):
     return load_declaration(REPO / "config" / "scopes" / "bot.yml").find(name)
 
 
-class Recording:
-    """Records every request before the offline model answers it."""
-
-    def __init__(self) -> None:
-        self.inner = OfflineChatModel()
-        self.name = self.inner.name
-        self.requests: list[dict] = []
-        self.broken = False
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    def stream(self, *, messages, tools=None, **options):
-        self.requests.append({"messages": messages, "tools": tools})
-        if self.broken and "create_experience" in {t["function"]["name"] for t in tools or []}:
-            return self._fail()
-        return self.inner.stream(messages=messages, tools=tools, **options)
-
-    async def _fail(self):
-        raise RuntimeError("the reviewer's endpoint is down")
-        yield  # pragma: no cover
-
-    def agent_requests(self):
-        return [r for r in self.requests if "experience" in {t["function"]["name"] for t in r["tools"] or []}]
+def is_review(messages, tools):
+    return "create_experience" in tool_names(tools)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -72,30 +44,19 @@ def backend(request):
 
 
 @pytest.fixture(autouse=True)
-def fresh_queue():
-    default_task_backend.clear()
+def _queue(fresh_queue):
     yield
-    default_task_backend.clear()
 
 
 def setup(tmp_path, backend, agent=None):
     agent = agent or declared()
-    model = Recording()
-    services = build_services(backend=backend, workspace=tmp_path, model=model)
-    env = TaskEnvironment(services=services, find_agent={agent.name: agent}.get)
-    return Runtime(services=services), services, env, model, agent
-
-
-async def turn(runtime, agent, session, text, user="7"):
-    return [event async for event in runtime.run_turn(agent=agent, user_id=user, session=session, text=text)]
-
-
-def off_loop(fn, *args, **kwargs):
-    return sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+    model = RecordingModel(failure="the reviewer's endpoint is down")
+    runtime, services, env = runtime_setup(tmp_path, backend, agent, model)
+    return runtime, services, env, model, agent
 
 
 def reviews():
-    return [r for r in default_task_backend.results if r.task.name == "review_experience"]
+    return queued("review_experience")
 
 
 async def test_a_tool_error_becomes_a_lesson_listed_on_the_next_run(tmp_path, backend):
@@ -134,14 +95,20 @@ async def test_a_tool_error_becomes_a_lesson_listed_on_the_next_run(tmp_path, ba
     assert not [k for k in await off_loop(services.bundle.kv.list, SessionScope(f"exp1.review-{final.id[:24]}"))]
 
     await turn(runtime, agent, session, "Hello again")
-    system = model.agent_requests()[-1]["messages"][0]["content"]
+    system = model.requests_with_tool("experience")[-1]["messages"][0]["content"]
     section = system.split("<available_experiences>")[1].split("</available_experiences>")[0]
     assert 'name="calling-pruned-lookup"' in section and "What to check before calling pruned_lookup" in section
-    assert "experience" in {t["function"]["name"] for t in model.agent_requests()[-1]["tools"]}
+    assert "experience" in {t["function"]["name"] for t in model.requests_with_tool("experience")[-1]["tools"]}
 
     # the agent reads the full lesson with its experience tool
     ctx = ToolContext(
-        services=services, runtime=runtime, agent=agent, user_id="7", session=session, scratchpad=RunScratchpad()
+        services=services,
+        runtime=runtime,
+        agent=agent,
+        user_id="7",
+        session=session,
+        scratchpad=RunScratchpad(),
+        hooks=runtime.hooks_for(agent),
     )
     roster = runtime.roster(agent)
     listed = await roster.call(ctx, name="experience", arguments_json='{"action": "list"}')
@@ -192,14 +159,14 @@ async def test_a_run_without_tool_errors_records_nothing(tmp_path, backend):
     [ran] = await arun_recorded_tasks(environment=env)
     assert ran.return_value["status"] == "reviewed" and ran.return_value["created"] == []
     assert await off_loop(ExperienceStore(kv=services.bundle.kv, agent="default").list) == []
-    system = model.agent_requests()[-1]["messages"][0]["content"]
+    system = model.requests_with_tool("experience")[-1]["messages"][0]["content"]
     assert "<available_experiences>" not in system  # nothing to list: no section
 
 
 async def test_a_failing_reviewer_is_retried_later_then_gives_up(tmp_path, backend):
     runtime, services, env, model, agent = setup(tmp_path, backend)
     await turn(runtime, agent, SessionScope("exp6"), FAILING)
-    model.broken = True
+    model.fail_when = is_review
     [ran] = await arun_recorded_tasks(environment=env)
     assert ran.return_value["status"] == "failed" and "endpoint is down" in ran.return_value["error"]
     [retry] = [r for r in reviews() if r.status == "READY"]
@@ -214,22 +181,36 @@ async def test_a_failing_reviewer_is_retried_later_then_gives_up(tmp_path, backe
 def test_subagents_and_agents_without_the_supplement_get_no_experience(tmp_path):
     services = build_services(backend="file", workspace=tmp_path, model=OfflineChatModel())
     runtime = Runtime(services=services)
-    assert runtime.hooks.names(HookPoint.AFTER_GRAPH).count(REVIEW_HOOK) == 1
-    install_runtime_hooks(runtime)  # idempotent
-    assert runtime.hooks.names(HookPoint.AFTER_GRAPH).count(REVIEW_HOOK) == 1
+    assert REVIEW_HOOK not in runtime.hooks.names(HookPoint.AFTER_GRAPH)  # nothing runtime-wide
 
     main = declared()
     subagent = main.subagents[0]
     plain = replace(main, tool_supplements=(), memory_config=replace(main.memory_config, experience_enabled=False))
-    final = Message(role="assistant", content="done", seq=3)
+    assert runtime.hooks_for(main).names(HookPoint.AFTER_GRAPH).count(REVIEW_HOOK) == 1
     for node in (subagent, plain):
-        async_to_sync(experience_review_hook)(agent=node, user_id="7", session=SessionScope("s"), final=final)
-        assert supplements_for(node) == ()
+        assert REVIEW_HOOK not in runtime.hooks_for(node).names(HookPoint.AFTER_GRAPH)
+        assert runtime.supplements_for(node) == ()
         assert "experience" not in runtime.roster(node)
+    assert "experience" in runtime.roster(main)
+    assert [type(p) for p in runtime.supplements_for(main)] == [ExperienceProvider]
+
+
+def test_a_run_of_an_agent_without_the_supplement_queues_no_review(tmp_path):
+    services = build_services(backend="file", workspace=tmp_path, model=OfflineChatModel())
+    runtime = Runtime(services=services)
+    main = declared()
+    plain = replace(
+        main, name="plain", tool_supplements=(), memory_config=replace(main.memory_config, experience_enabled=False)
+    )
+
+    async def one_turn(node):
+        async for _ in runtime.run_turn(agent=node, user_id="7", session=SessionScope(f"s-{node.name}"), text="Hi"):
+            pass
+
+    async_to_sync(one_turn)(plain)
     assert reviews() == []
-    async_to_sync(experience_review_hook)(agent=main, user_id="7", session=SessionScope("s"), final=final)
-    assert len(reviews()) == 1 and "experience" in runtime.roster(main)
-    assert [type(p) for p in supplements_for(main)] == [ExperienceProvider]
+    async_to_sync(one_turn)(main)
+    assert [r.kwargs["agent"] for r in reviews()] == [main.name]
 
 
 async def test_a_subagent_run_queues_no_review(tmp_path, backend):
@@ -241,6 +222,7 @@ async def test_a_subagent_run_queues_no_review(tmp_path, backend):
         user_id="7",
         session=SessionScope("par"),
         scratchpad=RunScratchpad(),
+        hooks=runtime.hooks_for(agent),
     )
     answer = await runtime.run_subagent(parent=ctx, node=agent.subagents[0], task="Look up pruned message 5")
     assert "pruned_lookup" in answer

@@ -15,16 +15,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from asgiref.sync import sync_to_async
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.tasks import TaskResultStatus, default_task_backend, task_backends
+from django.tasks import TaskResultStatus, task_backends
 from django.utils import timezone
 
 from agents.declarations import load_declaration
 from agents.runtime.events import CleanupDone, TurnFinished
 from agents.llm import OFFLINE_CONSOLIDATION_MARKER, OfflineChatModel
-from agents.runtime.loop import Runtime
 from agents.runtime.services import build_services
 from agents.tasks import (
     OWNER_KEY,
@@ -45,9 +43,9 @@ from memory.hooks import CleanupFinished
 from memory.messages import Message
 from memory.scopes import SessionScope
 from memory.stores.base import ArchiveDocument
+from tests.agents.support import BACKENDS, RecordingModel, fresh_queue, off_loop, queued, runtime_setup, turn  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
-BACKENDS = ["file", pytest.param("sqlite", marks=pytest.mark.django_db(transaction=True))]
 FACTS = "Hi! My name is Sam and I live in Lisbon. We decided to use SQLite for the store."
 
 
@@ -64,31 +62,8 @@ def long_term_agent(**memory):
     return agent_node(**settings)
 
 
-class Recording:
-    """A ChatModel wrapper that records every request it forwards to the offline model."""
-
-    def __init__(self, inner=None) -> None:
-        self.inner = inner or OfflineChatModel()
-        self.name = self.inner.name
-        self.requests: list[dict] = []
-        self.fail_consolidation = False
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    def stream(self, *, messages, tools=None, **options):
-        self.requests.append({"messages": messages, "tools": tools})
-        if self.fail_consolidation and any(OFFLINE_CONSOLIDATION_MARKER in str(m.get("content")) for m in messages):
-            return self._fail()
-        return self.inner.stream(messages=messages, tools=tools, **options)
-
-    async def _fail(self):
-        raise RuntimeError("the endpoint is down")
-        yield  # pragma: no cover
-
-    def agent_requests(self):
-        """Requests of the main agent's own turns (its roster has the archive tool)."""
-        return [r for r in self.requests if "archive_search" in {t["function"]["name"] for t in r["tools"] or []}]
+def is_consolidation(messages, tools):
+    return any(OFFLINE_CONSOLIDATION_MARKER in str(m.get("content")) for m in messages)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -97,29 +72,14 @@ def backend(request):
 
 
 @pytest.fixture(autouse=True)
-def fresh_queue():
-    default_task_backend.clear()
+def _queue(fresh_queue):
     yield
-    default_task_backend.clear()
 
 
 def setup(tmp_path, backend, agent):
-    model = Recording()
-    services = build_services(backend=backend, workspace=tmp_path, model=model)
-    env = TaskEnvironment(services=services, find_agent={agent.name: agent}.get)
-    return Runtime(services=services), services, env, model
-
-
-async def turn(runtime, agent, session, text, user="7"):
-    return [event async for event in runtime.run_turn(agent=agent, user_id=user, session=session, text=text)]
-
-
-def off_loop(fn, *args, **kwargs):
-    return sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
-
-
-def queued(name):
-    return [r for r in default_task_backend.results if r.task.name == name]
+    model = RecordingModel()
+    runtime, services, env = runtime_setup(tmp_path, backend, agent, model)
+    return runtime, services, env, model
 
 
 async def talk_until_cleanup(runtime, agent, session, first=FACTS, limit=8):
@@ -159,7 +119,7 @@ async def test_facts_told_in_conversation_reach_core_memory_and_the_next_turn(tm
     assert len(consolidation) == 1 and document.id in consolidation[0]["messages"][1]["content"]
 
     events = await turn(runtime, agent, session, "What do you know about me?")
-    system = model.agent_requests()[-1]["messages"][0]["content"]
+    system = model.requests_with_tool("archive_search")[-1]["messages"][0]["content"]
     profile = system.split("<user_profile>")[1].split("</user_profile>")[0]
     known = system.split("<known_facts>")[1].split("</known_facts>")[0]
     assert "Name: Sam" in profile and "Lives in Lisbon" in profile
@@ -231,7 +191,7 @@ async def test_a_failing_model_schedules_one_retry_later_and_changes_nothing(tmp
     agent = long_term_agent()
     runtime, services, env, model = setup(tmp_path, backend, agent)
     await talk_until_cleanup(runtime, agent, SessionScope("lt-fail"))
-    model.fail_consolidation = True
+    model.fail_when = is_consolidation
     ran = await arun_recorded_tasks(environment=env)
     [dream] = [r for r in ran if r.task.name == "consolidate_core_memory"]
     assert dream.return_value["status"] == "failed" and "endpoint is down" in dream.return_value["error"]
@@ -242,7 +202,7 @@ async def test_a_failing_model_schedules_one_retry_later_and_changes_nothing(tmp
     [retry] = [r for r in queued("consolidate_core_memory") if r.status == TaskResultStatus.READY]
     assert retry.task.run_after > timezone.now() + timedelta(seconds=30)  # later, not in a tight loop
     assert await arun_recorded_tasks(environment=env) == []  # not due yet
-    model.fail_consolidation = False
+    model.fail_when = None
     moment = retry.task.run_after + timedelta(seconds=1)
     later = await arun_recorded_tasks(environment=replace(env, clock=lambda: moment), now=moment)
     assert [r.return_value["status"] for r in later] == ["consolidated"]
@@ -319,13 +279,10 @@ def test_the_dream_command_consolidates_with_progress(tmp_path, backend_name, ow
 
 @pytest.mark.django_db(transaction=True)
 def test_the_dream_command_reports_a_failure(tmp_path, owner):
-    class Broken(Recording):
-        def __init__(self):
-            super().__init__()
-            self.fail_consolidation = True
-
+    broken = RecordingModel()
+    broken.fail_when = is_consolidation
     agent = long_term_agent()
-    services = build_services(backend="file", workspace=tmp_path, model=Broken())
+    services = build_services(backend="file", workspace=tmp_path, model=broken)
     put_docs(services, str(owner.pk), ["My name is Sam."])
     err = io.StringIO()
     with task_environment(TaskEnvironment(services=services, find_agent={"default": agent}.get)):

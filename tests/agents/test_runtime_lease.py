@@ -1,4 +1,4 @@
-"""The turn lease of agents/runtime.py: renewed while a turn runs, released at its end, and a turn
+"""The turn lease of agents/runtime/loop.py: renewed while a turn runs, released at its end, and a turn
 whose lease was taken over stops at its next event. (Across real processes:
 tests/scaleout/test_faults.py.)"""
 

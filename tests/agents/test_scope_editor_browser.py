@@ -6,32 +6,14 @@ browsers here). CI installs it; without it the test is skipped with the reason.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from agents.declarations import load_declaration
-from tests.agents.conftest import REPO_ROOT
+from tests.browser import BROWSER_MARKS, SCREENSHOTS, launch_chromium
 
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed (apt-get install -y chromium)"),
-]
-
-
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture
@@ -40,7 +22,7 @@ def page(live_server, staff, bot_file):
     their teardown, so no ORM call ever runs beside its event loop (no need for
     DJANGO_ALLOW_ASYNC_UNSAFE)."""
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=LAUNCH_ARGS)
+        browser = launch_chromium(playwright)
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             yield context.new_page()

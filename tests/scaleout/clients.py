@@ -2,7 +2,8 @@
 
 Enough for the scale-out tests to log in through the real login form, create a conversation,
 and chat over ``/ws/chat/<id>/`` like the page does (the htmx ws extension sends the form as a
-JSON object and receives HTML fragments).
+JSON object and receives HTML fragments). The chat load test (benchmarks/load_chat.py) drives
+its sockets with the same client.
 """
 
 from __future__ import annotations
@@ -93,12 +94,13 @@ class WebSocket:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def connect(cls, port: int, path: str, *, cookie: str) -> WebSocket:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    async def connect(cls, port: int, path: str, *, cookie: str, host: str = "127.0.0.1", origin: str | None = None) -> WebSocket:
+        """Open ``ws://host:port/path`` with ``cookie``; the Origin is the server's own unless given."""
+        reader, writer = await asyncio.open_connection(host, port)
         key = base64.b64encode(os.urandom(16)).decode()
         writer.write(
-            (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: http://127.0.0.1:{port}\r\n"
+            (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: {origin or f'http://{host}:{port}'}\r\n"
              f"Cookie: {cookie}\r\n\r\n").encode()
         )
         await writer.drain()
@@ -113,12 +115,21 @@ class WebSocket:
             raise ConnectionError(f"handshake refused: {status.decode('latin1').strip()}")
         return cls(reader, writer)
 
-    async def send_json(self, data: dict) -> None:
-        payload, mask = json.dumps(data).encode(), os.urandom(4)
+    async def send_text(self, text: str) -> None:
+        """One masked text frame (any size)."""
+        payload, mask = text.encode(), os.urandom(4)
         size = len(payload)
-        head = bytes([0x81]) + (bytes([0x80 | size]) if size < 126 else bytes([0x80 | 126]) + struct.pack("!H", size))
+        if size < 126:
+            head = bytes([0x81, 0x80 | size])
+        elif size < 65536:
+            head = bytes([0x81, 0x80 | 126]) + struct.pack("!H", size)
+        else:
+            head = bytes([0x81, 0x80 | 127]) + struct.pack("!Q", size)
         self.writer.write(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
         await self.writer.drain()
+
+    async def send_json(self, data: dict) -> None:
+        await self.send_text(json.dumps(data))
 
     async def receive(self) -> str | None:
         """The next text message; None when the server closed the socket."""

@@ -53,15 +53,20 @@ def test_a_worker_killed_inside_a_tool_call_leaves_a_repairable_turn(shared):
     assert messages[-1].id == outcome["id"]
 
 
-def test_a_turn_longer_than_the_lease_ttl_keeps_its_lease(shared):
+def test_a_turn_longer_than_the_lease_ttl_keeps_its_lease(shared, tmp_path):
     """The runtime renews the turn lease while the turn runs: a second worker waits it out."""
     session = SessionScope("long-turn")
     ttl = 2.0
     env = {"MODEX_TURN_LEASE_TTL": str(ttl)}
+    # The second worker boots first and waits for "go", so that it tries while the long turn
+    # streams however slowly a loaded machine starts processes.
+    go = tmp_path / "go"
+    other = shared.spawn("turn", {"session": session.id, "text": "me too", "retry_busy_for": 90, "go": str(go)}, **env)
+    other.wait_for("at", "ready", timeout=90)
     long = shared.spawn("turn", {"session": session.id, "text": "tell me a long story", "model": "slow",
                                  "pieces": 16, "delay": 0.5}, **env)  # about 8 s: four ttls
     long.wait_for("at", "streaming", timeout=90)
-    other = shared.spawn("turn", {"session": session.id, "text": "me too", "retry_busy_for": 90}, **env)
+    go.touch()
     first, second = long.result(timeout=120), other.result(timeout=150)
     assert first["done"] == "finished" and second["done"] == "finished", (first, second)
     assert second["attempts"] > 1

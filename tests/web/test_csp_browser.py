@@ -9,22 +9,12 @@ directive") and as a ``securitypolicyviolation`` event; both are collected.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import shutil
-import tempfile
-from pathlib import Path
 
-import pytest
-from channels.testing import ChannelsLiveServerTestCase
 
 from tests.agents.chat.conftest import CHAT_BOT_YML
-from tests.agents.chat.test_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browser import BROWSER_MARKS, LiveBrowserCase
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)"),
-]
+pytestmark = BROWSER_MARKS
 
 RECORD_VIOLATIONS = """
 window.__csp = [];
@@ -32,44 +22,8 @@ document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.
 """
 
 
-class PagesUnderThePolicy(ChannelsLiveServerTestCase):
-    serve_static = True
-    _env_keys = ("DJANGO_ALLOWED_HOSTS", "MODEX_SCOPES_FILE", "MODEX_PERSISTENCE_BACKEND", "DJANGO_ALLOW_ASYNC_UNSAFE")
-
-    @classmethod
-    def setUpClass(cls):
-        from playwright.sync_api import sync_playwright
-
-        cls._tmp = Path(tempfile.mkdtemp(prefix="modex-csp-"))
-        bot = cls._tmp / "bot.yml"
-        bot.write_text(CHAT_BOT_YML)
-        cls._saved_env = {key: os.environ.get(key) for key in cls._env_keys}
-        os.environ.update(
-            DJANGO_ALLOWED_HOSTS="localhost,127.0.0.1",
-            MODEX_SCOPES_FILE=str(bot),
-            MODEX_PERSISTENCE_BACKEND="file",
-            DJANGO_ALLOW_ASYNC_UNSAFE="true",
-        )
-        cls._start_method = multiprocessing.get_start_method(allow_none=True)
-        multiprocessing.set_start_method("spawn", force=True)
-        super().setUpClass()
-        cls._playwright = sync_playwright().start()
-        cls._browser = cls._playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls._browser.close()
-            cls._playwright.stop()
-            super().tearDownClass()
-        finally:
-            multiprocessing.set_start_method(cls._start_method, force=True)
-            for key, value in cls._saved_env.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            shutil.rmtree(cls._tmp, ignore_errors=True)
+class PagesUnderThePolicy(LiveBrowserCase):
+    bot_yml = CHAT_BOT_YML
 
     def test_no_page_violates_the_policy_and_the_chat_still_works(self):
         from django.contrib.auth import get_user_model

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.experience.supplement import ExperienceTool
+from agents.runtime.supplements import supplement_tools
 from agents.runtime.tools.base import Tool, ToolRoster
 from agents.runtime.tools.memory_tools import ArchiveSearchTool, CoreMemoryTool, PrunedLookupTool
 from agents.runtime.tools.scratchpad import GraphKnowledgeBaseTool
@@ -35,12 +35,6 @@ def _declared_tool(name: str, node: Any) -> Tool | None:
     return None  # e.g. "experience": supplied by its supplement, below
 
 
-def _supplement_tools(name: str, node: Any) -> list[Tool]:
-    if name == "experience":
-        return [ExperienceTool()]
-    return []
-
-
 def compile_roster(node: Any, *, in_multi_agent_run: bool) -> ToolRoster:
     """The tools ``node`` may call, in declaration order, supplements merged by name."""
     roster = ToolRoster()
@@ -48,10 +42,8 @@ def compile_roster(node: Any, *, in_multi_agent_run: bool) -> ToolRoster:
         tool = _declared_tool(name, node)
         if tool is not None and tool.name not in roster.tools:
             roster.tools[tool.name] = tool
-    if not node.memory_config.is_subagent:
-        for supplement in node.tool_supplements:
-            for tool in _supplement_tools(supplement, node):
-                roster.tools.setdefault(tool.name, tool)
+    for tool in supplement_tools(node):  # none on a subagent
+        roster.tools.setdefault(tool.name, tool)
     if in_multi_agent_run:
         roster.tools.setdefault(GraphKnowledgeBaseTool.name, GraphKnowledgeBaseTool())
     return roster

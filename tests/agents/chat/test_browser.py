@@ -7,85 +7,20 @@ so streaming is visible. Screenshots go to artifacts/screenshots/ (git-ignored).
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import re
-import shutil
-import tempfile
 import time
-from pathlib import Path
-
-import pytest
-from channels.testing import ChannelsLiveServerTestCase
 
 from tests.agents.chat.conftest import CHAT_BOT_YML
+from tests.browser import BROWSER_MARKS, SCREENSHOTS, LiveBrowserCase
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-SCREENSHOTS = Path(__file__).resolve().parents[3] / "artifacts" / "screenshots"
 FILLER = " ".join(["we are planning a long walking trip along the coast with friends"] * 8)
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)"),
-]
+pytestmark = BROWSER_MARKS
 
 
-class ChatInTheBrowser(ChannelsLiveServerTestCase):
-    serve_static = True
-    _env_keys = (
-        "DJANGO_ALLOWED_HOSTS",
-        "MODEX_SCOPES_FILE",
-        "MODEX_PERSISTENCE_BACKEND",
-        "MODEX_OFFLINE_CHUNK_DELAY_MS",
-        "DJANGO_ALLOW_ASYNC_UNSAFE",
-    )
-
-    @classmethod
-    def setUpClass(cls):
-        from playwright.sync_api import sync_playwright
-
-        cls._tmp = Path(tempfile.mkdtemp(prefix="modex-browser-"))
-        bot = cls._tmp / "bot.yml"
-        bot.write_text(CHAT_BOT_YML)
-        cls._saved_env = {key: os.environ.get(key) for key in cls._env_keys}
-        # The server process is spawned: it reads its settings from the environment.
-        os.environ.update(
-            DJANGO_ALLOWED_HOSTS="localhost,127.0.0.1",
-            MODEX_SCOPES_FILE=str(bot),
-            MODEX_PERSISTENCE_BACKEND="file",
-            MODEX_OFFLINE_CHUNK_DELAY_MS="30",
-            DJANGO_ALLOW_ASYNC_UNSAFE="true",  # the sync Playwright API runs an event loop here
-        )
-        cls._start_method = multiprocessing.get_start_method(allow_none=True)
-        multiprocessing.set_start_method("spawn", force=True)
-        super().setUpClass()
-        cls._playwright = sync_playwright().start()
-        cls._browser = cls._playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            cls._browser.close()
-            cls._playwright.stop()
-            super().tearDownClass()
-        finally:
-            multiprocessing.set_start_method(cls._start_method, force=True)
-            for key, value in cls._saved_env.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            shutil.rmtree(cls._tmp, ignore_errors=True)
+class ChatInTheBrowser(LiveBrowserCase):
+    bot_yml = CHAT_BOT_YML
+    server_env = {"MODEX_OFFLINE_CHUNK_DELAY_MS": "30"}  # slow enough that streaming is visible
 
     def setUp(self):
         from django.contrib.auth import get_user_model
@@ -210,8 +145,17 @@ class ChatInTheBrowser(ChannelsLiveServerTestCase):
 
         # A dropped socket (the server restarts) reconnects and re-syncs the page.
         page.eval_on_selector("#messages", "el => el.insertAdjacentHTML('beforeend', '<p id=stale-marker>stale</p>')")
+        # The banner may be up for less time than a poll takes (the socket reconnects as soon as the
+        # server is back), so a listener that runs after chat.js's own records that it was shown.
+        page.evaluate(
+            """() => { window.bannerShown = null;
+                 document.getElementById('chat').addEventListener('htmx:wsClose', () => {
+                   const el = document.getElementById('connection');
+                   if (!el.hidden && window.bannerShown === null) window.bannerShown = el.textContent; }); }"""
+        )
         self.restart_server()
-        page.wait_for_selector("#connection:not([hidden])", timeout=10000)
+        page.wait_for_function("window.bannerShown !== null", timeout=10000)
+        assert "Reconnecting" in page.evaluate("window.bannerShown")
         page.wait_for_selector("#chat.is-connected", timeout=30000)
         page.wait_for_selector("#stale-marker", state="detached")  # the stream was re-rendered from the session
         assert "still there" in page.inner_text(".msg.user >> nth=-1")

@@ -1,0 +1,89 @@
+"""One way to drive headless Chromium in the browser tests.
+
+Debian's Chromium (/usr/bin/chromium; `playwright install` cannot download browsers here, see
+STACK.md) through Playwright. ``BROWSER_MARKS`` marks a module as browser tests, skipped with the
+reason where Chromium is missing; ``launch_chromium`` starts one; ``LiveBrowserCase`` is a live
+daphne server in a spawned process (it reads its settings from the environment, which the case
+sets from ``server_env`` and restores) plus one browser for the whole class.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from channels.testing import ChannelsLiveServerTestCase
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+SCREENSHOTS = REPO / "artifacts" / "screenshots"  # git-ignored
+
+BROWSER_MARKS = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing (apt-get install -y chromium)"),
+]
+
+
+def launch_chromium(playwright: Any) -> Any:
+    """A headless Chromium browser of ``playwright`` (a started sync_playwright())."""
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+
+
+class LiveBrowserCase(ChannelsLiveServerTestCase):
+    """A live server over ``bot_yml`` (written to a temporary folder) and a Chromium for the class."""
+
+    serve_static = True
+    bot_yml: ClassVar[str] = ""
+    server_env: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def setUpClass(cls):
+        from playwright.sync_api import sync_playwright
+
+        cls._tmp = Path(tempfile.mkdtemp(prefix="modex-browser-"))
+        bot = cls._tmp / "bot.yml"
+        bot.write_text(cls.bot_yml)
+        env = {
+            "DJANGO_ALLOWED_HOSTS": "localhost,127.0.0.1",
+            "MODEX_SCOPES_FILE": str(bot),
+            "MODEX_PERSISTENCE_BACKEND": "file",
+            "DJANGO_ALLOW_ASYNC_UNSAFE": "true",  # the sync Playwright API runs an event loop here
+            **cls.server_env,
+        }
+        cls._saved_env = {key: os.environ.get(key) for key in env}
+        os.environ.update(env)
+        cls._start_method = multiprocessing.get_start_method(allow_none=True)
+        multiprocessing.set_start_method("spawn", force=True)
+        super().setUpClass()
+        cls._playwright = sync_playwright().start()
+        cls._browser = launch_chromium(cls._playwright)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            cls._browser.close()
+            cls._playwright.stop()
+            super().tearDownClass()
+        finally:
+            multiprocessing.set_start_method(cls._start_method, force=True)
+            for key, value in cls._saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            shutil.rmtree(cls._tmp, ignore_errors=True)
