@@ -24,17 +24,22 @@ def stored_by(worker) -> list[dict]:
     return worker.markers("at", "stored")
 
 
-def test_a_worker_killed_inside_a_tool_call_leaves_a_repairable_turn(shared):
+def test_a_worker_killed_inside_a_tool_call_leaves_a_repairable_turn(shared, tmp_path):
     session = SessionScope("killed-mid-turn")
     env = {"MODEX_TURN_LEASE_TTL": str(TURN_TTL)}
     doomed = shared.spawn("turn", {"session": session.id, "text": "please ask your helper", "model": "hang_in_tool"}, **env)
     doomed.wait_for("at", "in_tool", timeout=90)  # the subagent's model call never returns
     before = stored_by(doomed)
     assert [m["role"] for m in before] == ["user", "assistant"], before
+    # The successor boots before the kill and starts right after it (a loaded machine may take
+    # longer than the ttl to start a process).
+    go = tmp_path / "go"
+    successor = shared.spawn("turn", {"session": session.id, "text": "are you there?", "retry_busy_for": 60,
+                                      "go": str(go)}, **env)
+    successor.wait_for("at", "ready", timeout=90)
     doomed.kill()
     killed_at = time.monotonic()
-
-    successor = shared.spawn("turn", {"session": session.id, "text": "are you there?", "retry_busy_for": 60}, **env)
+    go.touch()
     outcome = successor.result(timeout=120)
     waited = time.monotonic() - killed_at
     assert outcome["done"] == "finished", outcome
@@ -87,18 +92,21 @@ def filler(n: int) -> list[Message]:
 
 
 @pytest.mark.parametrize("hang", ["summarize", "commit"])
-def test_a_worker_killed_mid_cleanup_loses_nothing(shared, hang):
+def test_a_worker_killed_mid_cleanup_loses_nothing(shared, hang, tmp_path):
     session = SessionScope(f"killed-mid-cleanup-{hang}")
     bundle = shared.bundle
     written = bundle.messages.append(session, filler(20))  # about 1000 tokens; the threshold is 700
     ttl = 5.0
+    go = tmp_path / "go"  # the successor boots first, then starts right after the kill
+    successor = shared.spawn("cleanup", {"session": session.id, "lease_ttl": ttl, "retry_busy_for": 60, "go": str(go)})
+    successor.wait_for("at", "ready", timeout=90)
     doomed = shared.spawn("cleanup", {"session": session.id, "hang": hang, "lease_ttl": ttl})
     doomed.wait_for("at", "summarizing" if hang == "summarize" else "committing", timeout=90)
     doomed.kill()
     # A turn goes on meanwhile: a message appended while the dead cleanup's lease still holds.
     late = bundle.messages.append(session, [Message(role="user", content="one more thing: the ferry times")])[0]
+    go.touch()
 
-    successor = shared.spawn("cleanup", {"session": session.id, "lease_ttl": ttl, "retry_busy_for": 60})
     outcome = successor.result(timeout=120)
     assert outcome["done"] == "committed", outcome
     assert outcome["attempts"] > 1, "the dead cleanup's lease should have made the next one wait"

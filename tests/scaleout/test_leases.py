@@ -24,8 +24,11 @@ def test_one_holder_among_racing_processes_and_a_takeover_after_a_kill(shared, t
     assert len(outcomes) == len(racers) and len(winners) == 1, outcomes
     [winner] = winners
 
+    successor_go = tmp_path / "successor-go"  # booted before the kill, started right after it
+    successor = shared.spawn("lease", {**args, "retry_busy_for": TTL + 30, "go": str(successor_go)})
+    successor.wait_for("at", "ready", timeout=90)
     winner.kill()  # while holding: it never releases
-    successor = shared.spawn("lease", {**args, "retry_busy_for": TTL + 30})
+    successor_go.touch()
     taken = successor.wait_for("at", "acquired", timeout=TTL + 40)
     assert taken["attempts"] > 1, "the successor should have met the dead holder's lease first"
     blocked_for = taken["time"] - outcomes[winner.pid]["time"]
