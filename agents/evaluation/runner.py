@@ -1,0 +1,346 @@
+"""Running the recall benchmark: real stores, real cleanups, the Dream Engine, the real runtime.
+
+For every user and configuration, the user's history is ingested once into a fresh workspace
+(``file`` backend): each turn is appended to the session as it was said (user message, the
+assistant's tool call and the tool's result where there was one, the reply), and after each
+turn the cleanup pipeline runs exactly as the runtime runs it (``arun_cleanup`` with the
+model as summarizer, the archive written when the configuration has it). Between sessions the
+Dream Engine consolidates the archive into core memory (configuration ``archive_core``). The
+history is a fixed transcript, so every configuration and every model sees the same past.
+
+Each question is then asked in a copy of that workspace, as the next user turn of the last
+session, through ``Runtime.run_turn``: the answer sees what the memory kept and nothing a
+previous question left behind. Full context keeps the whole history in one session and never
+cleans up; when the history does not fit the window, its questions are reported as skipped.
+
+Results are appended to ``answers.jsonl`` in the run directory as each question finishes, and
+the markdown and JSON tables are rewritten after each one; an interrupted run resumes from
+there (the ingested workspaces are kept until the run completes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from agents.evaluation.configs import Budget, EvalConfig, MeteredModel, agent_for
+from agents.evaluation.dataset import Dataset, Question, Turn, UserHistory
+from agents.evaluation.report import write_report
+from agents.evaluation.scoring import ajudge, match_score
+from agents.llm import as_text_completion
+from agents.runtime.events import CleanupDone, ToolStarted, TurnFailed, TurnFinished
+from memory.compression.cleanup import CleanupStatus, arun_cleanup
+from memory.messages import Message, ToolCall
+from memory.scopes import SessionScope
+from memory.text import storable
+from memory.tokens import compute_message_tokens
+
+READY_MARK = "ingested.json"
+ANSWERS = "answers.jsonl"
+REPLY_RESERVE = 1024  # tokens full context keeps free for instructions, tools and the answer
+
+
+class EvalSetupMismatch(Exception):
+    """The run directory holds results of another setup (dataset, model, budget)."""
+
+
+@dataclass
+class Progress:
+    done: int
+    total: int
+    config: str
+    question: Question | None
+    row: dict[str, Any] | None
+    phase: str = "answer"  # "ingest" while a history is read in, "answer" after a question
+
+
+@dataclass
+class RunSetup:
+    dataset: Dataset
+    model: Any  # ChatModel
+    configs: tuple[EvalConfig, ...]
+    budget: Budget = field(default_factory=Budget)
+    offline: bool = True
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "dataset": {
+                "size": self.dataset.size.name,
+                "seed": self.dataset.seed,
+                "fingerprint": self.dataset.fingerprint(),
+                "users": len(self.dataset.users),
+                "sessions_per_user": self.dataset.size.sessions,
+                "turns_per_user": self.dataset.users[0].turn_count,
+                "questions_per_user": len(self.dataset.users[0].questions),
+            },
+            "model": self.model.name,
+            "offline": self.offline,
+            "configs": [c.name for c in self.configs],
+            "budget": asdict(self.budget),
+        }
+
+
+def session_of(config: EvalConfig, user: str, index: int) -> SessionScope:
+    return SessionScope(f"{user}-all" if not config.cleanup else f"{user}-s{index}")
+
+
+def turn_messages(turn: Turn, *, call_id: str) -> list[Message]:
+    messages = [Message(role="user", content=storable(turn.user))]
+    if turn.tool is not None:
+        call = ToolCall(id=call_id, name=turn.tool.name, arguments_json=json.dumps(turn.tool.arguments))
+        messages.append(Message(role="assistant", content=None, tool_calls=(call,)))
+        messages.append(Message(role="tool", content=storable(turn.tool.result), tool_call_id=call_id, name=call.name))
+    messages.append(Message(role="assistant", content=storable(turn.assistant)))
+    return messages
+
+
+def history_tokens(history: UserHistory) -> int:
+    return sum(
+        compute_message_tokens(m)
+        for s in history.sessions
+        for i, t in enumerate(s.turns)
+        for m in turn_messages(t, call_id=f"c{s.index}-{i}")
+    )
+
+
+def _io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    return sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+
+
+def _services(workspace: Path, model: MeteredModel) -> Any:
+    """Memory services over ``workspace``, without the background-task triggers: the benchmark
+    runs the Dream Engine itself, between sessions, instead of queueing it."""
+    from agents.runtime.services import build_services
+    from agents.tasks import ConsolidationTrigger
+    from memory.hooks import MemoryHookPoint
+
+    services = build_services(backend="file", workspace=workspace, model=model)
+    for handler in services.hooks.handlers(MemoryHookPoint.CLEANUP_FINISHED):
+        if isinstance(handler, ConsolidationTrigger):
+            services.hooks.unregister(MemoryHookPoint.CLEANUP_FINISHED, handler)
+    return services
+
+
+async def ingest(*, history: UserHistory, config: EvalConfig, setup: RunSetup, workspace: Path) -> dict[str, Any]:
+    """Read ``history`` into a fresh ``workspace`` under ``config``; returns what it cost."""
+    from agents.runtime.tools.memory_tools import archive_scope_for
+    from agents.tasks import dream_engine
+
+    model = MeteredModel(setup.model)
+    services = _services(workspace, model)
+    agent = agent_for(config, setup.budget, model_name=model.name, offline=setup.offline)
+    store = services.bundle.messages
+    started = time.perf_counter()
+    stats = {"cleanups": 0, "fallback_summaries": 0, "consolidations": 0, "core_edits": 0, "dream_failures": 0}
+    for session in history.sessions:
+        scope = session_of(config, history.user, session.index)
+        for i, turn in enumerate(session.turns):
+            await _io(store.append, scope, turn_messages(turn, call_id=f"call-{session.index}-{i}"))
+            if not config.cleanup:
+                continue
+            head = await _io(store.head, scope)
+            if head.tokens <= agent.memory_config.threshold:
+                continue
+            result = await arun_cleanup(
+                bundle=services.bundle,
+                session=scope,
+                config=agent.memory_config,
+                summarizer=as_text_completion(model),
+                catalog=services.catalog,
+                hooks=services.hooks,
+                archive_scope=archive_scope_for(agent=agent.name, user_id=history.user) if config.archive else None,
+            )
+            if result.status is CleanupStatus.COMMITTED:
+                stats["cleanups"] += 1
+                stats["fallback_summaries"] += int(result.fallback_summary)
+        if config.core:
+            # After every session, the last one included: in the app the consolidation its
+            # cleanups queued has run in the background by the time the user asks again.
+            outcome = await dream_engine(services=services).aconsolidate(
+                agent=agent.name, user=history.user, config=agent.memory_config, force=True
+            )
+            stats["consolidations"] += 1
+            stats["core_edits"] += len(outcome.applied)
+            stats["dream_failures"] += int(outcome.error is not None)
+    calls, prompt, completion = model.snapshot()
+    stats.update(model_calls=calls, prompt_tokens=prompt, completion_tokens=completion)
+    stats["wall_s"] = round(time.perf_counter() - started, 3)
+    return stats
+
+
+async def ask(*, question: Question, config: EvalConfig, setup: RunSetup, snapshot: Path, scratch: Path) -> dict[str, Any]:
+    """Ask ``question`` in a copy of ``snapshot`` through the runtime; the row of the result."""
+    from agents.runtime.loop import Runtime
+
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    shutil.copytree(snapshot, scratch)
+    try:
+        model = MeteredModel(setup.model)
+        services = _services(scratch, model)
+        agent = agent_for(config, setup.budget, model_name=model.name, offline=setup.offline)
+        session = session_of(config, question.user, setup.dataset.size.sessions - 1)
+        runtime = Runtime(services=services)
+        started = time.perf_counter()
+        events = [e async for e in runtime.run_turn(agent=agent, user_id=question.user, session=session, text=question.text)]
+        wall = time.perf_counter() - started
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    finished = [e for e in events if isinstance(e, TurnFinished)]
+    failed = [e for e in events if isinstance(e, TurnFailed)]
+    answer = finished[-1].message.content or "" if finished and finished[-1].message else ""
+    calls, prompt, completion = model.snapshot()
+    return {
+        "config": config.name,
+        "question": question.id,
+        "user": question.user,
+        "kind": question.kind,
+        "text": question.text,
+        "expected": question.expected,
+        "stale": question.stale,
+        "answer": answer,
+        "reasoning": (finished[-1].message.reasoning_content or "")[:300] if finished and finished[-1].message else "",
+        "correct": match_score(question, answer) if not failed else False,
+        "error": failed[-1].error if failed else None,
+        "tokens_sent": prompt,
+        "completion_tokens": completion,
+        "model_calls": calls,
+        "steps": finished[-1].steps if finished else None,
+        "tools": [e.call.name for e in events if isinstance(e, ToolStarted)],
+        "cleanups": sum(1 for e in events if isinstance(e, CleanupDone) and e.committed),
+        "wall_s": round(wall, 4),
+    }
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+class AnswerLog:
+    """``answers.jsonl``: a header line naming the setup, then one line per finished question."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self, setup: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+        """Rows and ingest stats written so far; raises EvalSetupMismatch for another setup."""
+        if not self.path.exists():
+            return [], {}
+        rows, ingests = [], {}
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                if number == len(lines) - 1:
+                    break  # a line cut off by the interruption: that question runs again
+                raise
+            if record.get("type") == "setup" and record["setup"] != setup:
+                raise EvalSetupMismatch(
+                    f"{self.path} holds results of another setup ({record['setup']['model']}, "
+                    f"{record['setup']['dataset']['size']}); pass --fresh to start over or --workdir to keep both"
+                )
+            if record.get("type") == "answer":
+                rows.append(record["row"])
+            elif record.get("type") == "ingest":
+                ingests[f"{record['user']}/{record['config']}"] = record["stats"]
+        return rows, ingests
+
+    def append(self, record: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+async def arun(
+    *,
+    setup: RunSetup,
+    workdir: Path,
+    out: Path,
+    judge: Any | None = None,
+    fresh: bool = False,
+    keep_workdir: bool = False,
+    limit: int | None = None,
+    progress: Callable[[Progress], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) the benchmark; returns the report (also written to ``out``.md/.json).
+
+    ``limit`` stops after that many newly answered questions (the run can be resumed).
+    """
+    described = setup.describe()
+    if fresh and workdir.exists():
+        shutil.rmtree(workdir)
+    log = AnswerLog(workdir / ANSWERS)
+    rows, ingests = log.load(described)
+    if not log.path.exists():
+        log.append({"type": "setup", "setup": described})
+    done = {(r["config"], r["question"]) for r in rows}
+    total = len(setup.configs) * len(setup.dataset.questions)
+    answered = 0
+    for config in setup.configs:
+        for history in setup.dataset.users:
+            pending = [q for q in history.questions if (config.name, q.id) not in done]
+            if not pending:
+                continue
+            if limit is not None and answered >= limit:
+                break
+            key = f"{history.user}/{config.name}"
+            if not config.cleanup:
+                needed = history_tokens(history) + REPLY_RESERVE
+                if needed > setup.budget.context_window:
+                    reason = f"the history ({needed} tokens with the reply reserve) does not fit the {setup.budget.context_window}-token window"
+                    for question in pending:
+                        row = _skipped(question, config, reason)
+                        log.append({"type": "answer", "row": row})
+                        rows.append(row)
+                    continue
+            snapshot = workdir / "ingested" / history.user / config.name
+            if not (snapshot / READY_MARK).exists():
+                if snapshot.exists():
+                    shutil.rmtree(snapshot)  # an ingest cut short: start it again
+                if progress:
+                    progress(Progress(len(rows), total, config.name, None, None, phase="ingest"))
+                stats = await ingest(history=history, config=config, setup=setup, workspace=snapshot)
+                (snapshot / READY_MARK).write_text(json.dumps(stats), encoding="utf-8")
+                log.append({"type": "ingest", "user": history.user, "config": config.name, "stats": stats})
+                ingests[key] = stats
+            for question in pending:
+                if limit is not None and answered >= limit:
+                    break
+                row = await ask(question=question, config=config, setup=setup, snapshot=snapshot, scratch=workdir / "scratch")
+                if judge is not None and row["error"] is None:
+                    verdict = await ajudge(model=judge, question=question, answer=row["answer"])
+                    row["judge_correct"], row["judge_raw"] = verdict.correct, verdict.raw[:200]
+                log.append({"type": "answer", "row": row})
+                rows.append(row)
+                answered += 1
+                report = write_report(out=out, setup=described, rows=rows, ingests=ingests, complete=False)
+                if progress:
+                    progress(Progress(len(rows), total, config.name, question, row))
+    complete = len({(r["config"], r["question"]) for r in rows}) == total
+    report = write_report(out=out, setup=described, rows=rows, ingests=ingests, complete=complete)
+    if complete and not keep_workdir:
+        shutil.rmtree(workdir / "ingested", ignore_errors=True)
+    return report
+
+
+def _skipped(question: Question, config: EvalConfig, reason: str) -> dict[str, Any]:
+    return {
+        "config": config.name,
+        "question": question.id,
+        "user": question.user,
+        "kind": question.kind,
+        "text": question.text,
+        "expected": question.expected,
+        "stale": question.stale,
+        "skipped": reason,
+    }

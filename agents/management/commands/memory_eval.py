@@ -1,0 +1,168 @@
+"""``manage.py memory_eval``: the recall benchmark (``agents.evaluation``).
+
+    manage.py memory_eval                         offline model, size small (CI); with OPENAI_BASE_URL: that model, size full
+    manage.py memory_eval --size medium --configs session_pruned,archive_core
+    manage.py memory_eval --judge                 also ask the configured model for a CORRECT/WRONG verdict
+    manage.py memory_eval --fresh                 forget earlier results of this setup and start over
+
+Results: ``benchmarks/results/memory_eval-<size>-<model>.md`` and ``.json`` (``--out``), rewritten
+after every question. An interrupted run resumes where it stopped when started again with the
+same options: answers are kept in ``<workdir>/answers.jsonl`` as they finish.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from agents.evaluation.configs import CONFIG_NAMES, Budget, configs_named
+from agents.evaluation.dataset import DEFAULT_SEED, SIZES, generate
+from agents.evaluation.runner import EvalSetupMismatch, Progress, RunSetup, arun
+from agents.llm import OfflineChatModel, model_from_settings
+from memory.config import InvalidMemoryConfig
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:60] or "model"
+
+
+class Command(BaseCommand):
+    help = "Measure whether the memory layers make the agent remember: accuracy, tokens, calls and time per question kind."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--size", choices=sorted(SIZES), help="dataset size (default: small offline, full with an endpoint)")
+        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"dataset seed (default {DEFAULT_SEED})")
+        parser.add_argument(
+            "--configs", help=f"comma-separated configurations (default: all of {', '.join(CONFIG_NAMES)})"
+        )
+        parser.add_argument("--out", type=Path, help="results path without extension (default: benchmarks/results/memory_eval-<size>-<model>)")
+        parser.add_argument("--workdir", type=Path, help="where the run keeps its workspaces and answers (default: <MODEX_WORKSPACE>/memory_eval/<size>-<model>)")
+        parser.add_argument("--fresh", action="store_true", help="discard earlier results of this run directory")
+        parser.add_argument("--keep-workdir", action="store_true", help="keep the ingested workspaces after a complete run")
+        parser.add_argument("--judge", action="store_true", help="also grade every answer with the OpenAI-compatible model (OPENAI_BASE_URL)")
+        parser.add_argument("--judge-model", help="the judge's model name (default: OPENAI_MODEL)")
+        parser.add_argument("--context-window", type=int, default=Budget.context_window, help="the model's window in tokens")
+        parser.add_argument("--threshold", type=int, default=Budget.threshold, help="session tokens that trigger a cleanup")
+        parser.add_argument("--keep", type=int, default=Budget.keep, help="tokens of recent history a cleanup keeps")
+        parser.add_argument("--limit", type=int, help="stop after this many new answers (resume later)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            model = model_from_settings()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
+        offline = isinstance(model, OfflineChatModel)
+        size = options["size"] or ("small" if offline else "full")
+        try:
+            configs = configs_named([c.strip() for c in options["configs"].split(",") if c.strip()] if options["configs"] else None)
+            budget = Budget(context_window=options["context_window"], threshold=options["threshold"], keep=options["keep"])
+            for config in configs:
+                budget.memory_config(config)
+        except (ValueError, InvalidMemoryConfig) as exc:
+            raise CommandError(str(exc)) from None
+        if options["limit"] is not None and options["limit"] < 1:
+            raise CommandError("--limit must be at least 1")
+        judge = self._judge(options) if options["judge"] else None
+        name = f"{size}-{slug(model.name)}"
+        out = options["out"] or REPO / "benchmarks" / "results" / f"memory_eval-{name}"
+        workdir = options["workdir"] or Path(settings.MODEX_WORKSPACE) / "memory_eval" / name
+        dataset = generate(size=size, seed=options["seed"])
+        setup = RunSetup(dataset=dataset, model=model, configs=configs, budget=budget, offline=offline)
+        self.stdout.write(
+            f"memory_eval: {model.describe()}\n  dataset {size} (seed {options['seed']}): {len(dataset.users)} user(s), "
+            f"{len(dataset.questions)} questions x {len(configs)} configuration(s); run directory {workdir}"
+        )
+        bar = ProgressBar(sys.stderr)
+        try:
+            report = async_to_sync(arun)(
+                setup=setup,
+                workdir=workdir,
+                out=out,
+                judge=judge,
+                fresh=options["fresh"],
+                keep_workdir=options["keep_workdir"],
+                limit=options["limit"],
+                progress=bar,
+            )
+        except EvalSetupMismatch as exc:
+            raise CommandError(str(exc)) from None
+        finally:
+            bar.close()
+        for line in self._summary(report):
+            self.stdout.write(line)
+        state = "complete" if report["complete"] else f"incomplete ({report['answered']}/{report['expected']}; run again to resume)"
+        self.stdout.write(self.style.SUCCESS(f"{state}: {out.with_suffix('.md')} and {out.with_suffix('.json')}"))
+
+    def _judge(self, options: dict[str, Any]) -> Any:
+        try:
+            judge = model_from_settings(model=options["judge_model"])
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
+        if isinstance(judge, OfflineChatModel):
+            raise CommandError("--judge needs an OpenAI-compatible endpoint: set OPENAI_BASE_URL and OPENAI_MODEL")
+        return judge
+
+    @staticmethod
+    def _summary(report: dict[str, Any]) -> list[str]:
+        lines = []
+        for s in report["summary"]:
+            if s["kind"] != "all":
+                continue
+            if not s["answered"]:
+                lines.append(f"  {s['label']:<28} skipped: {s['skip_reason']}")
+                continue
+            lines.append(
+                f"  {s['label']:<28} {100 * s['accuracy']:5.1f}% of {s['answered']}, "
+                f"{s['tokens_sent']:,.0f} tokens and {s['model_calls']:.2f} calls per answer"
+            )
+        return lines
+
+
+class ProgressBar:
+    """One line on a terminal (redrawn), one line per finished question otherwise."""
+
+    def __init__(self, stream: Any, width: int = 28) -> None:
+        self.stream = stream
+        self.width = width
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.started = time.monotonic()
+        self.first_done: int | None = None
+        self.drawn = False
+
+    def __call__(self, p: Progress) -> None:
+        if self.first_done is None:
+            self.first_done = p.done
+        filled = int(self.width * p.done / max(1, p.total))
+        bar = "#" * filled + "-" * (self.width - filled)
+        if p.phase == "ingest":
+            what = f"{p.config}: reading the history in"
+        else:
+            mark = "skipped" if p.row and "skipped" in p.row else ("right" if p.row and p.row.get("correct") else "wrong")
+            what = f"{p.config} {p.question.id} {p.question.kind}: {mark}"
+        new = p.done - self.first_done
+        eta = ""
+        if new > 0 and p.done < p.total:
+            left = (time.monotonic() - self.started) / new * (p.total - p.done)
+            eta = f" eta {int(left // 60)}m{int(left % 60):02d}s"
+        line = f"[{bar}] {p.done}/{p.total}{eta} {what}"
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+            self.drawn = True
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
