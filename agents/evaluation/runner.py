@@ -234,14 +234,15 @@ class AnswerLog:
         if not self.path.exists():
             return [], {}
         rows, ingests = [], {}
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        for number, line in enumerate(lines):
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                if number == len(lines) - 1:
-                    break  # a line cut off by the interruption: that question runs again
-                raise
+        raw = self.path.read_bytes()
+        if raw and not raw.endswith(b"\n"):
+            # A line cut off by the interruption: drop it (that question runs again), so the
+            # next record starts on a line of its own.
+            raw = raw[: raw.rfind(b"\n") + 1]
+            with self.path.open("r+b") as f:
+                f.truncate(len(raw))
+        for line in raw.decode("utf-8").splitlines():
+            record = json.loads(line)
             if record.get("type") == "setup" and record["setup"] != setup:
                 raise EvalSetupMismatch(
                     f"{self.path} holds results of another setup ({record['setup']['model']}, "

@@ -3,7 +3,8 @@
 Default (no judge): a normalized match on the planted value. Text is NFKC-folded, lowercased
 and cut into words at anything that is not a letter or digit; the value matches when its words
 occur as a run in the answer's words, or, for values holding a digit ("B-14", "PX481223"), when
-its letters and digits occur in the answer's letters and digits ("B14" matches "B-14").
+its letters and digits are those of whole space-separated chunks of the answer ("B14" and
+"b 14" match "B-14", "B-145" does not).
 
 * ``updated_fact``: the new value must be there and the replaced one must not (an answer naming
   both does not say which one holds);
@@ -47,7 +48,17 @@ def _contains(answer: str, value: str) -> bool:
     if any(have[i : i + n] == want for i in range(len(have) - n + 1)):
         return True
     if any(ch.isdigit() for ch in value):
-        return "".join(want) in "".join(have)
+        # "B14" or "b 14" for "B-14", but not "AB-145": whole chunks between spaces, joined
+        target = "".join(want)
+        chunks = ["".join(words(chunk)) for chunk in (answer or "").split()]
+        for start in range(len(chunks)):
+            joined = ""
+            for chunk in chunks[start:]:
+                joined += chunk
+                if joined == target:
+                    return True
+                if len(joined) >= len(target):
+                    break
     return False
 
 

@@ -13,7 +13,6 @@ same options: answers are kept in ``<workdir>/answers.jsonl`` as they finish.
 from __future__ import annotations
 
 import re
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -82,7 +81,7 @@ class Command(BaseCommand):
             f"memory_eval: {model.describe()}\n  dataset {size} (seed {options['seed']}): {len(dataset.users)} user(s), "
             f"{len(dataset.questions)} questions x {len(configs)} configuration(s); run directory {workdir}"
         )
-        bar = ProgressBar(sys.stderr)
+        bar = ProgressBar(self.stderr)
         try:
             report = async_to_sync(arun)(
                 setup=setup,
@@ -129,7 +128,8 @@ class Command(BaseCommand):
 
 
 class ProgressBar:
-    """One line on a terminal (redrawn), one line per finished question otherwise."""
+    """One line on a terminal (redrawn), one line per finished question otherwise; writes to a
+    management command's OutputWrapper."""
 
     def __init__(self, stream: Any, width: int = 28) -> None:
         self.stream = stream
@@ -156,13 +156,13 @@ class ProgressBar:
             eta = f" eta {int(left // 60)}m{int(left % 60):02d}s"
         line = f"[{bar}] {p.done}/{p.total}{eta} {what}"
         if self.tty:
-            self.stream.write("\r\033[K" + line)
+            self.stream.write("\r\033[K" + line, ending="")
             self.drawn = True
         else:
-            self.stream.write(line + "\n")
+            self.stream.write(line)
         self.stream.flush()
 
     def close(self) -> None:
         if self.tty and self.drawn:
-            self.stream.write("\n")
+            self.stream.write("")
             self.stream.flush()

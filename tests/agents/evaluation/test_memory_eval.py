@@ -1,0 +1,145 @@
+"""``manage.py memory_eval`` end to end: the small dataset through real stores, real cleanups,
+the Dream Engine and the runtime, with the offline model; resuming; an OpenAI-compatible
+endpoint (the fake server) with the judge.
+
+The offline figures are recorded, not asserted as quality. What is asserted is what the
+pipeline guarantees: every configuration and kind gets its row, core memory reaches the
+answer, a session never sees another session's messages, an interrupted run loses nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from agents.evaluation.configs import CONFIGS
+from agents.evaluation.dataset import KINDS, SIZES
+from memory.compression.summary import SECTIONS
+from tests.fakes.openai_server import FAKE_API_KEY, Reply, start_fake_server
+
+
+def run(tmp_path, *args):
+    out, err = io.StringIO(), io.StringIO()
+    call_command(
+        "memory_eval", "--workdir", str(tmp_path / "run"), "--out", str(tmp_path / "out" / "eval"), *args,
+        stdout=out, stderr=err,
+    )
+    return out.getvalue(), err.getvalue()
+
+
+def report(tmp_path):
+    return json.loads((tmp_path / "out" / "eval.json").read_text())
+
+
+def rows(data, config, kind=None):
+    return [r for r in data["answers"] if r["config"] == config and (kind is None or r["kind"] == kind)]
+
+
+def log_lines(tmp_path):
+    return [json.loads(line) for line in (tmp_path / "run" / "answers.jsonl").read_text().splitlines()]
+
+
+def test_the_small_size_runs_end_to_end_with_the_offline_model(tmp_path):
+    out, err = run(tmp_path)
+    data = report(tmp_path)
+    size = SIZES["small"]
+    assert data["complete"] and data["answered"] == len(CONFIGS) * len(KINDS) * size.per_kind
+    markdown = (tmp_path / "out" / "eval.md").read_text()
+    for config in CONFIGS:
+        for kind in KINDS:
+            assert re.search(rf"^\| {re.escape(config.label)} \| {kind} \| {size.per_kind} \| \d+% \|", markdown, re.M)
+        summary = {s["kind"]: s for s in data["summary"] if s["config"] == config.name}
+        assert set(summary) == {*KINDS, "all"} and summary["all"]["answered"] == len(KINDS) * size.per_kind
+    assert "## Accuracy by kind" in markdown and "complete:" in out and "40/40" in err
+
+    for row in data["answers"]:
+        assert row["error"] is None and row["answer"] and row["model_calls"] >= 1 and row["tokens_sent"] > 0
+    # Core memory is injected and answered from: every planted fact the Dream Engine kept.
+    for kind in ("single_fact", "updated_fact", "multi_session"):
+        for row in rows(data, "archive_core", kind):
+            assert row["correct"] and "<user_profile>" in row["reasoning"], row
+    # Session + pruned answers what was said in this session, after cleanups took it out.
+    assert all(r["correct"] for r in rows(data, "session_pruned", "single_fact"))
+    # ...and never sees another session: a fact told only there is not found.
+    assert not any(r["correct"] for r in rows(data, "session_pruned", "multi_session"))
+    assert all(r["correct"] for config in CONFIGS for r in rows(data, config.name, "not_told"))
+
+    ingest = data["ingest"]
+    assert ingest["session_pruned"]["cleanups"] >= size.sessions  # several cleanups per history
+    assert ingest["full_context"]["cleanups"] == 0
+    assert ingest["archive_core"]["consolidations"] == size.sessions and ingest["archive_core"]["core_edits"] > 0
+    mean = {s["config"]: s["tokens_sent"] for s in data["summary"] if s["kind"] == "all"}
+    assert mean["full_context"] > mean["session_pruned"]  # the whole history costs more per answer
+    assert not (tmp_path / "run" / "ingested").exists()  # workspaces go once the run is complete
+
+
+def test_an_interrupted_run_resumes_without_redoing_anything(tmp_path):
+    run(tmp_path, "--configs", "session_pruned", "--limit", "4")
+    first = report(tmp_path)
+    assert not first["complete"] and first["answered"] == 4
+    assert "**incomplete**: 4 of 10 answers" in (tmp_path / "out" / "eval.md").read_text()
+    done = [line["row"]["question"] for line in log_lines(tmp_path) if line["type"] == "answer"]
+    with (tmp_path / "run" / "answers.jsonl").open("a") as f:
+        f.write('{"type": "answer", "row": {"conf')  # a line cut off by the interruption
+
+    out, _ = run(tmp_path, "--configs", "session_pruned")
+    data = report(tmp_path)
+    assert data["complete"] and data["answered"] == 10
+    assert sorted(r["question"] for r in data["answers"]) == sorted({r["question"] for r in data["answers"]})
+    assert [r["question"] for r in data["answers"]][:4] == done  # kept, not asked again
+    assert [line["type"] for line in log_lines(tmp_path)[:-1]].count("ingest") == 1  # the history was read in once
+
+    with pytest.raises(CommandError, match="another setup.*--fresh"):
+        run(tmp_path, "--configs", "session_pruned", "--threshold", "1400")
+    run(tmp_path, "--configs", "session_pruned", "--threshold", "1400", "--fresh", "--limit", "1")
+    assert report(tmp_path)["answered"] == 1
+
+
+def test_bad_options_are_refused_with_a_clear_message(tmp_path):
+    with pytest.raises(CommandError, match="unknown configuration.*nope"):
+        run(tmp_path, "--configs", "nope")
+    with pytest.raises(CommandError, match="keep_tokens .* must be below the threshold"):
+        run(tmp_path, "--keep", "2000", "--threshold", "1500")
+    with pytest.raises(CommandError, match="--judge needs an OpenAI-compatible endpoint"):
+        run(tmp_path, "--judge")
+
+
+def test_with_an_endpoint_it_asks_that_model_and_the_judge(tmp_path, monkeypatch):
+    server = start_fake_server()
+
+    def respond(request):
+        last = request.json["messages"][-1]["content"] or ""
+        if "CORRECT or WRONG?" in last:
+            return Reply(content="CORRECT" if "never told" in last else "WRONG")
+        if not request.json.get("tools"):  # a cleanup's compact summary
+            return Reply(content="\n".join(f"## {name}\n- (nothing kept)" for name in SECTIONS))
+        return Reply(content="I do not know.")
+
+    server.responder = respond
+    for name, value in {
+        "OPENAI_BASE_URL": server.url, "OPENAI_MODEL": "fake-model", "OPENAI_API_KEY": FAKE_API_KEY,
+        "OPENAI_MAX_RETRIES": "0", "OPENAI_TIMEOUT": "5",
+    }.items():
+        monkeypatch.setenv(name, value)
+    try:
+        out, _ = run(tmp_path, "--size", "small", "--configs", "session_pruned", "--judge", "--limit", "10")
+    finally:
+        server.stop()
+    data = report(tmp_path)
+    assert data["setup"]["model"] == "fake-model" and not data["setup"]["offline"] and data["complete"]
+    for row in data["answers"]:
+        assert row["answer"] == "I do not know." and row["correct"] == (row["kind"] == "not_told")
+        assert row["judge_correct"] == (row["kind"] == "not_told")
+        assert row["tokens_sent"] == 11 * row["model_calls"]  # the usage the endpoint reported
+    assert "| judge |" in (tmp_path / "out" / "eval.md").read_text()
+    questions = [r.json for r in server.chat_requests if r.json["messages"][-1]["content"].startswith("What is my")]
+    assert len(questions) == 10
+    assert data["ingest"]["session_pruned"]["cleanups"] >= 3 and data["ingest"]["session_pruned"]["fallback_summaries"] == 0
+    system = questions[0]["messages"][0]["content"]
+    assert "<pruned_messages" in system and "do not know" in system
+    assert {t["function"]["name"] for t in questions[0]["tools"]} == {"pruned_lookup"}  # no layer that is off
