@@ -93,7 +93,9 @@ def agent_for(config: EvalConfig, budget: Budget, *, model_name: str, offline: b
         tools=("core_memory", "archive_search", "pruned_lookup"),
         tool_supplements=(),
         memory_overrides=(),
-        model=ModelSettings(provider="offline" if offline else "openai", name=model_name, context_window=budget.context_window),
+        model=ModelSettings(
+            provider="offline" if offline else "openai", name=model_name, context_window=budget.context_window
+        ),
         memory_config=budget.memory_config(config),
     )
 
@@ -115,7 +117,9 @@ class MeteredModel:
     def snapshot(self) -> tuple[int, int, int]:
         return self.calls, self.prompt_tokens, self.completion_tokens
 
-    async def stream(self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **options: Any) -> AsyncIterator[Any]:
+    async def stream(
+        self, *, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **options: Any
+    ) -> AsyncIterator[Any]:
         self.calls += 1
         usage: Usage | None = None
         async with contextlib.aclosing(self.inner.stream(messages=messages, tools=tools, **options)) as events:

@@ -16,6 +16,7 @@ from agents.evaluation.dataset import KINDS
 
 LABELS = {c.name: c.label for c in CONFIGS}
 ALL = "all"
+OFFLINE_NOTE = " (the built-in offline model: deterministic, no language understanding)"
 
 
 def _p(values: list[float], q: float) -> float | None:
@@ -99,12 +100,13 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         "# Recall benchmark (`manage.py memory_eval`)",
         "",
-        f"Model `{setup['model']}`{' (the built-in offline model: deterministic, no language understanding)' if setup['offline'] else ''}; "
-        f"dataset `{data['size']}` (seed {data['seed']}, fingerprint {data['fingerprint']}): {data['users']} user(s), "
-        f"{data['sessions_per_user']} sessions and {data['turns_per_user']} turns each, {data['questions_per_user']} questions "
-        f"per user. Window {setup['budget']['context_window']} tokens; cleanups at {setup['budget']['threshold']} "
-        f"tokens keeping {setup['budget']['keep']}. Generated {report['generated_at']}"
-        + ("." if report["complete"] else f"; **incomplete**: {report['answered']} of {report['expected']} answers so far."),
+        f"Model `{setup['model']}`{OFFLINE_NOTE if setup['offline'] else ''}; dataset `{data['size']}` "
+        f"(seed {data['seed']}, fingerprint {data['fingerprint']}): {data['users']} user(s), each with "
+        f"{data['sessions_per_user']} sessions ({data['turns_per_user']} turns) and "
+        f"{data['questions_per_user']} questions. Window {setup['budget']['context_window']} tokens; "
+        f"cleanups at {setup['budget']['threshold']} tokens keeping {setup['budget']['keep']}. "
+        f"Generated {report['generated_at']}"
+        + ("." if report["complete"] else f"; **incomplete**: {report['answered']} of {report['expected']} answers."),
         "",
         "## Accuracy by kind",
         "",
@@ -137,16 +139,19 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(row + (" |" if judge else "") + " | | | |")
             continue
         lines.append(
-            f"| {s['label']} | {'**all**' if s['kind'] == ALL else s['kind']} | {s['answered']} | {_pct(s['accuracy'])} |"
+            f"| {s['label']} | {'**all**' if s['kind'] == ALL else s['kind']} | {s['answered']} "
+            f"| {_pct(s['accuracy'])} |"
             + (f" {_pct(s['judge_accuracy'])} |" if judge else "")
-            + f" {_num(s['tokens_sent'])} | {_num(s['model_calls'], 2)} | {_ms(s['wall_s_p50'])} | {_ms(s['wall_s_p95'])} |"
+            + f" {_num(s['tokens_sent'])} | {_num(s['model_calls'], 2)} |"
+            + f" {_ms(s['wall_s_p50'])} | {_ms(s['wall_s_p95'])} |"
         )
     if report["ingest"]:
         lines += [
             "",
             "## Reading the histories in (per configuration, all users)",
             "",
-            "| configuration | cleanups | fallback summaries | consolidations | core edits | model calls | tokens sent | wall |",
+            "| configuration | cleanups | fallback summaries | consolidations | core edits | model calls "
+            "| tokens sent | wall |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for config, t in report["ingest"].items():
@@ -166,7 +171,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def build_report(*, setup: dict[str, Any], rows: list[dict[str, Any]], ingests: dict[str, dict[str, Any]], complete: bool) -> dict[str, Any]:
+def build_report(
+    *, setup: dict[str, Any], rows: list[dict[str, Any]], ingests: dict[str, dict[str, Any]], complete: bool
+) -> dict[str, Any]:
     configs = setup["configs"]
     expected = len(configs) * setup["dataset"]["users"] * setup["dataset"]["questions_per_user"]
     return {
@@ -188,7 +195,9 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_report(*, out: Path, setup: dict[str, Any], rows: list[dict[str, Any]], ingests: dict[str, dict[str, Any]], complete: bool) -> dict[str, Any]:
+def write_report(
+    *, out: Path, setup: dict[str, Any], rows: list[dict[str, Any]], ingests: dict[str, dict[str, Any]], complete: bool
+) -> dict[str, Any]:
     """Write ``out``.md and ``out``.json (atomically) and return the report."""
     report = build_report(setup=setup, rows=rows, ingests=ingests, complete=complete)
     _write(out.with_suffix(".json"), json.dumps(report, indent=1, ensure_ascii=False) + "\n")

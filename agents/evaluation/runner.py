@@ -176,7 +176,9 @@ async def ingest(*, history: UserHistory, config: EvalConfig, setup: RunSetup, w
     return stats
 
 
-async def ask(*, question: Question, config: EvalConfig, setup: RunSetup, snapshot: Path, scratch: Path) -> dict[str, Any]:
+async def ask(
+    *, question: Question, config: EvalConfig, setup: RunSetup, snapshot: Path, scratch: Path
+) -> dict[str, Any]:
     """Ask ``question`` in a copy of ``snapshot`` through the runtime; the row of the result."""
     from agents.runtime.loop import Runtime
 
@@ -190,7 +192,8 @@ async def ask(*, question: Question, config: EvalConfig, setup: RunSetup, snapsh
         session = session_of(config, question.user, setup.dataset.size.sessions - 1)
         runtime = Runtime(services=services)
         started = time.perf_counter()
-        events = [e async for e in runtime.run_turn(agent=agent, user_id=question.user, session=session, text=question.text)]
+        turn = runtime.run_turn(agent=agent, user_id=question.user, session=session, text=question.text)
+        events = [event async for event in turn]
         wall = time.perf_counter() - started
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -298,7 +301,10 @@ async def arun(
             if not config.cleanup:
                 needed = history_tokens(history) + REPLY_RESERVE
                 if needed > setup.budget.context_window:
-                    reason = f"the history ({needed} tokens with the reply reserve) does not fit the {setup.budget.context_window}-token window"
+                    reason = (
+                        f"the history ({needed} tokens with the reply reserve) does not fit the "
+                        f"{setup.budget.context_window}-token window"
+                    )
                     for question in pending:
                         row = _skipped(question, config, reason)
                         log.append({"type": "answer", "row": row})
@@ -317,7 +323,9 @@ async def arun(
             for question in pending:
                 if limit is not None and answered >= limit:
                     break
-                row = await ask(question=question, config=config, setup=setup, snapshot=snapshot, scratch=workdir / "scratch")
+                row = await ask(
+                    question=question, config=config, setup=setup, snapshot=snapshot, scratch=workdir / "scratch"
+                )
                 if judge is not None and row["error"] is None:
                     verdict = await ajudge(model=judge, question=question, answer=row["answer"])
                     row["judge_correct"], row["judge_raw"] = verdict.correct, verdict.raw[:200]

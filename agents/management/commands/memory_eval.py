@@ -1,9 +1,9 @@
 """``manage.py memory_eval``: the recall benchmark (``agents.evaluation``).
 
-    manage.py memory_eval                         offline model, size small (CI); with OPENAI_BASE_URL: that model, size full
+    manage.py memory_eval            offline model, size small (CI); with OPENAI_BASE_URL: that model, size full
     manage.py memory_eval --size medium --configs session_pruned,archive_core
-    manage.py memory_eval --judge                 also ask the configured model for a CORRECT/WRONG verdict
-    manage.py memory_eval --fresh                 forget earlier results of this setup and start over
+    manage.py memory_eval --judge    also ask the configured model for a CORRECT/WRONG verdict
+    manage.py memory_eval --fresh    forget earlier results of this setup and start over
 
 Results: ``benchmarks/results/memory_eval-<size>-<model>.md`` and ``.json`` (``--out``), rewritten
 after every question. An interrupted run resumes where it stopped when started again with the
@@ -36,24 +36,23 @@ def slug(text: str) -> str:
 
 
 class Command(BaseCommand):
-    help = "Measure whether the memory layers make the agent remember: accuracy, tokens, calls and time per question kind."
+    help = "Measure whether the memory layers make the agent remember: accuracy, tokens, calls, time per kind."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--size", choices=sorted(SIZES), help="dataset size (default: small offline, full with an endpoint)")
-        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"dataset seed (default {DEFAULT_SEED})")
-        parser.add_argument(
-            "--configs", help=f"comma-separated configurations (default: all of {', '.join(CONFIG_NAMES)})"
-        )
-        parser.add_argument("--out", type=Path, help="results path without extension (default: benchmarks/results/memory_eval-<size>-<model>)")
-        parser.add_argument("--workdir", type=Path, help="where the run keeps its workspaces and answers (default: <MODEX_WORKSPACE>/memory_eval/<size>-<model>)")
-        parser.add_argument("--fresh", action="store_true", help="discard earlier results of this run directory")
-        parser.add_argument("--keep-workdir", action="store_true", help="keep the ingested workspaces after a complete run")
-        parser.add_argument("--judge", action="store_true", help="also grade every answer with the OpenAI-compatible model (OPENAI_BASE_URL)")
-        parser.add_argument("--judge-model", help="the judge's model name (default: OPENAI_MODEL)")
-        parser.add_argument("--context-window", type=int, default=Budget.context_window, help="the model's window in tokens")
-        parser.add_argument("--threshold", type=int, default=Budget.threshold, help="session tokens that trigger a cleanup")
-        parser.add_argument("--keep", type=int, default=Budget.keep, help="tokens of recent history a cleanup keeps")
-        parser.add_argument("--limit", type=int, help="stop after this many new answers (resume later)")
+        add = parser.add_argument
+        add("--size", choices=sorted(SIZES), help="dataset size (default: small offline, full with an endpoint)")
+        add("--seed", type=int, default=DEFAULT_SEED, help=f"dataset seed (default {DEFAULT_SEED})")
+        add("--configs", help=f"comma-separated configurations (default: all of {', '.join(CONFIG_NAMES)})")
+        add("--out", type=Path, help="results path, no extension (default: benchmarks/results/memory_eval-<size>-<model>)")
+        add("--workdir", type=Path, help="workspaces and answers (default: <MODEX_WORKSPACE>/memory_eval/<size>-<model>)")
+        add("--fresh", action="store_true", help="discard earlier results of this run directory")
+        add("--keep-workdir", action="store_true", help="keep the ingested workspaces after a complete run")
+        add("--judge", action="store_true", help="also grade each answer with the OPENAI_BASE_URL model")
+        add("--judge-model", help="the judge's model name (default: OPENAI_MODEL)")
+        add("--context-window", type=int, default=Budget.context_window, help="the model's window in tokens")
+        add("--threshold", type=int, default=Budget.threshold, help="session tokens that trigger a cleanup")
+        add("--keep", type=int, default=Budget.keep, help="tokens of recent history a cleanup keeps")
+        add("--limit", type=int, help="stop after this many new answers (resume later)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -63,8 +62,11 @@ class Command(BaseCommand):
         offline = isinstance(model, OfflineChatModel)
         size = options["size"] or ("small" if offline else "full")
         try:
-            configs = configs_named([c.strip() for c in options["configs"].split(",") if c.strip()] if options["configs"] else None)
-            budget = Budget(context_window=options["context_window"], threshold=options["threshold"], keep=options["keep"])
+            names = [c.strip() for c in (options["configs"] or "").split(",") if c.strip()]
+            configs = configs_named(names or None)
+            budget = Budget(
+                context_window=options["context_window"], threshold=options["threshold"], keep=options["keep"]
+            )
             for config in configs:
                 budget.memory_config(config)
         except (ValueError, InvalidMemoryConfig) as exc:
@@ -78,7 +80,8 @@ class Command(BaseCommand):
         dataset = generate(size=size, seed=options["seed"])
         setup = RunSetup(dataset=dataset, model=model, configs=configs, budget=budget, offline=offline)
         self.stdout.write(
-            f"memory_eval: {model.describe()}\n  dataset {size} (seed {options['seed']}): {len(dataset.users)} user(s), "
+            f"memory_eval: {model.describe()}\n  dataset {size} (seed {options['seed']}): "
+            f"{len(dataset.users)} user(s), "
             f"{len(dataset.questions)} questions x {len(configs)} configuration(s); run directory {workdir}"
         )
         bar = ProgressBar(self.stderr)
@@ -99,7 +102,9 @@ class Command(BaseCommand):
             bar.close()
         for line in self._summary(report):
             self.stdout.write(line)
-        state = "complete" if report["complete"] else f"incomplete ({report['answered']}/{report['expected']}; run again to resume)"
+        state = "complete" if report["complete"] else (
+            f"incomplete ({report['answered']}/{report['expected']}; run again to resume)"
+        )
         self.stdout.write(self.style.SUCCESS(f"{state}: {out.with_suffix('.md')} and {out.with_suffix('.json')}"))
 
     def _judge(self, options: dict[str, Any]) -> Any:
@@ -147,7 +152,8 @@ class ProgressBar:
         if p.phase == "ingest":
             what = f"{p.config}: reading the history in"
         else:
-            mark = "skipped" if p.row and "skipped" in p.row else ("right" if p.row and p.row.get("correct") else "wrong")
+            row = p.row or {}
+            mark = "skipped" if "skipped" in row else ("right" if row.get("correct") else "wrong")
             what = f"{p.config} {p.question.id} {p.question.kind}: {mark}"
         new = p.done - self.first_done
         eta = ""

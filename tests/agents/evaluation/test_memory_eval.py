@@ -139,7 +139,8 @@ def test_with_an_endpoint_it_asks_that_model_and_the_judge(tmp_path, monkeypatch
     assert "| judge |" in (tmp_path / "out" / "eval.md").read_text()
     questions = [r.json for r in server.chat_requests if r.json["messages"][-1]["content"].startswith("What is my")]
     assert len(questions) == 10
-    assert data["ingest"]["session_pruned"]["cleanups"] >= 3 and data["ingest"]["session_pruned"]["fallback_summaries"] == 0
+    ingest = data["ingest"]["session_pruned"]
+    assert ingest["cleanups"] >= 3 and ingest["fallback_summaries"] == 0
     system = questions[0]["messages"][0]["content"]
     assert "<pruned_messages" in system and "do not know" in system
     assert {t["function"]["name"] for t in questions[0]["tools"]} == {"pruned_lookup"}  # no layer that is off
