@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.declarations.nodes import AgentNode, ModelSettings
-from agents.llm import Usage
+from agents.llm import ModelError, ModelTimeout, ModelUnavailable, RateLimited, Usage
 from memory.config import MemoryConfig
 from memory.tokens import count_text
 
@@ -100,9 +100,15 @@ def agent_for(config: EvalConfig, budget: Budget, *, model_name: str, offline: b
     )
 
 
+#: Failures of the endpoint itself, after the model's own retries: results made meanwhile would
+#: measure the outage, not the memory, so the run stops instead (and resumes later).
+TRANSIENT = (ModelUnavailable, ModelTimeout, RateLimited)
+
+
 class MeteredModel:
     """A ChatModel that forwards to ``inner`` and counts calls and tokens (the endpoint's
-    reported usage; counted with ``memory.tokens`` when it reports none)."""
+    reported usage; counted with ``memory.tokens`` when it reports none). ``outages`` keeps
+    the TRANSIENT errors its calls raised, whoever caught them (a cleanup falls back)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -110,6 +116,7 @@ class MeteredModel:
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.outages: list[ModelError] = []
 
     def describe(self) -> str:
         return self.inner.describe()
@@ -122,11 +129,15 @@ class MeteredModel:
     ) -> AsyncIterator[Any]:
         self.calls += 1
         usage: Usage | None = None
-        async with contextlib.aclosing(self.inner.stream(messages=messages, tools=tools, **options)) as events:
-            async for event in events:
-                if isinstance(event, Usage):
-                    usage = event
-                yield event
+        try:
+            async with contextlib.aclosing(self.inner.stream(messages=messages, tools=tools, **options)) as events:
+                async for event in events:
+                    if isinstance(event, Usage):
+                        usage = event
+                    yield event
+        except TRANSIENT as exc:
+            self.outages.append(exc)
+            raise
         if usage is not None and usage.prompt_tokens:
             self.prompt_tokens += usage.prompt_tokens
             self.completion_tokens += usage.completion_tokens

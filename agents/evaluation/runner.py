@@ -31,11 +31,11 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from agents.evaluation.configs import Budget, EvalConfig, MeteredModel, agent_for
+from agents.evaluation.configs import TRANSIENT, Budget, EvalConfig, MeteredModel, agent_for
 from agents.evaluation.dataset import Dataset, Question, Turn, UserHistory
 from agents.evaluation.report import write_report
-from agents.evaluation.scoring import ajudge, match_score
-from agents.llm import as_text_completion
+from agents.evaluation.scoring import Verdict, ajudge, match_score
+from agents.llm import ModelError, as_text_completion
 from agents.runtime.events import CleanupDone, ToolStarted, TurnFailed, TurnFinished
 from memory.compression.cleanup import CleanupStatus, arun_cleanup
 from memory.messages import Message, ToolCall
@@ -50,6 +50,16 @@ REPLY_RESERVE = 1024  # tokens full context keeps free for instructions, tools a
 
 class EvalSetupMismatch(Exception):
     """The run directory holds results of another setup (dataset, model, budget)."""
+
+
+class EndpointFailed(Exception):
+    """The model endpoint failed (unreachable, timing out, rate limited) after its retries. The
+    run stops; every answer finished so far is kept and the next run resumes from there."""
+
+
+def _check_endpoint(model: MeteredModel, doing: str) -> None:
+    if model.outages:
+        raise EndpointFailed(f"the model endpoint failed while {doing}: {model.outages[-1]}")
 
 
 @dataclass
@@ -158,6 +168,7 @@ async def ingest(*, history: UserHistory, config: EvalConfig, setup: RunSetup, w
                 hooks=services.hooks,
                 archive_scope=archive_scope_for(agent=agent.name, user_id=history.user) if config.archive else None,
             )
+            _check_endpoint(model, f"reading the history of {history.user} in ({config.name})")
             if result.status is CleanupStatus.COMMITTED:
                 stats["cleanups"] += 1
                 stats["fallback_summaries"] += int(result.fallback_summary)
@@ -167,6 +178,7 @@ async def ingest(*, history: UserHistory, config: EvalConfig, setup: RunSetup, w
             outcome = await dream_engine(services=services).aconsolidate(
                 agent=agent.name, user=history.user, config=agent.memory_config, force=True
             )
+            _check_endpoint(model, f"consolidating the memory of {history.user} ({config.name})")
             stats["consolidations"] += 1
             stats["core_edits"] += len(outcome.applied)
             stats["dream_failures"] += int(outcome.error is not None)
@@ -197,6 +209,7 @@ async def ask(
         wall = time.perf_counter() - started
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    _check_endpoint(model, f"answering {question.id} ({config.name})")
     finished = [e for e in events if isinstance(e, TurnFinished)]
     failed = [e for e in events if isinstance(e, TurnFailed)]
     answer = finished[-1].message.content or "" if finished and finished[-1].message else ""
@@ -327,7 +340,12 @@ async def arun(
                     question=question, config=config, setup=setup, snapshot=snapshot, scratch=workdir / "scratch"
                 )
                 if judge is not None and row["error"] is None:
-                    verdict = await ajudge(model=judge, question=question, answer=row["answer"])
+                    try:
+                        verdict = await ajudge(model=judge, question=question, answer=row["answer"])
+                    except TRANSIENT as exc:
+                        raise EndpointFailed(f"the judge's endpoint failed on {question.id}: {exc}") from exc
+                    except ModelError as exc:  # e.g. the judge model refused: no verdict, the run goes on
+                        verdict = Verdict(None, f"the judge failed: {exc}")
                     row["judge_correct"], row["judge_raw"] = verdict.correct, verdict.raw[:200]
                 log.append({"type": "answer", "row": row})
                 rows.append(row)

@@ -24,7 +24,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.evaluation.configs import CONFIG_NAMES, Budget, configs_named
 from agents.evaluation.dataset import DEFAULT_SEED, SIZES, generate
-from agents.evaluation.runner import EvalSetupMismatch, Progress, RunSetup, arun
+from agents.evaluation.runner import EndpointFailed, EvalSetupMismatch, Progress, RunSetup, arun
 from agents.llm import OfflineChatModel, model_from_settings
 from memory.config import InvalidMemoryConfig
 
@@ -98,6 +98,10 @@ class Command(BaseCommand):
             )
         except EvalSetupMismatch as exc:
             raise CommandError(str(exc)) from None
+        except EndpointFailed as exc:
+            raise CommandError(
+                f"{exc}. The answers finished so far are kept in {workdir}; run the same command again to resume."
+            ) from None
         finally:
             bar.close()
         for line in self._summary(report):

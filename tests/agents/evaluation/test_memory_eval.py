@@ -20,7 +20,7 @@ from django.core.management.base import CommandError
 from agents.evaluation.configs import CONFIGS
 from agents.evaluation.dataset import KINDS, SIZES
 from memory.compression.summary import SECTIONS
-from tests.fakes.openai_server import FAKE_API_KEY, Reply, start_fake_server
+from tests.fakes.openai_server import FAKE_API_KEY, Reply, server_error, start_fake_server
 
 
 def run(tmp_path, *args):
@@ -109,6 +109,46 @@ def test_bad_options_are_refused_with_a_clear_message(tmp_path):
         run(tmp_path, "--judge")
 
 
+def use_endpoint(monkeypatch, server):
+    for name, value in {
+        "OPENAI_BASE_URL": server.url, "OPENAI_MODEL": "fake-model", "OPENAI_API_KEY": FAKE_API_KEY,
+        "OPENAI_MAX_RETRIES": "0", "OPENAI_TIMEOUT": "5",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+def summary_reply():
+    return Reply(content="\n".join(f"## {name}\n- (nothing kept)" for name in SECTIONS))
+
+
+def test_an_endpoint_outage_stops_the_run_and_the_next_run_resumes(tmp_path, monkeypatch):
+    server = start_fake_server()
+    state = {"down": False, "answers": 0}
+
+    def respond(request):
+        if not request.json.get("tools"):
+            return summary_reply()
+        if state["down"]:
+            return server_error(503)
+        state["answers"] += 1
+        state["down"] = state["answers"] == 3  # the server goes away after three answers
+        return Reply(content="I do not know.")
+
+    server.responder = respond
+    use_endpoint(monkeypatch, server)
+    try:
+        with pytest.raises(CommandError, match="endpoint failed while answering .* run the same command again"):
+            run(tmp_path, "--size", "small", "--configs", "session_pruned")
+        assert report(tmp_path)["answered"] == 3  # the failed answer is not recorded as a wrong one
+        state["down"] = False
+        run(tmp_path, "--size", "small", "--configs", "session_pruned")
+    finally:
+        server.stop()
+    data = report(tmp_path)
+    assert data["complete"] and data["answered"] == 10 and all(r["error"] is None for r in data["answers"])
+    assert state["answers"] == 10  # every question answered once
+
+
 def test_with_an_endpoint_it_asks_that_model_and_the_judge(tmp_path, monkeypatch):
     server = start_fake_server()
 
@@ -117,15 +157,11 @@ def test_with_an_endpoint_it_asks_that_model_and_the_judge(tmp_path, monkeypatch
         if "CORRECT or WRONG?" in last:
             return Reply(content="CORRECT" if "never told" in last else "WRONG")
         if not request.json.get("tools"):  # a cleanup's compact summary
-            return Reply(content="\n".join(f"## {name}\n- (nothing kept)" for name in SECTIONS))
+            return summary_reply()
         return Reply(content="I do not know.")
 
     server.responder = respond
-    for name, value in {
-        "OPENAI_BASE_URL": server.url, "OPENAI_MODEL": "fake-model", "OPENAI_API_KEY": FAKE_API_KEY,
-        "OPENAI_MAX_RETRIES": "0", "OPENAI_TIMEOUT": "5",
-    }.items():
-        monkeypatch.setenv(name, value)
+    use_endpoint(monkeypatch, server)
     try:
         out, _ = run(tmp_path, "--size", "small", "--configs", "session_pruned", "--judge", "--limit", "10")
     finally:
