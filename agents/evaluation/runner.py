@@ -212,7 +212,8 @@ async def ask(
     _check_endpoint(model, f"answering {question.id} ({config.name})")
     finished = [e for e in events if isinstance(e, TurnFinished)]
     failed = [e for e in events if isinstance(e, TurnFailed)]
-    answer = finished[-1].message.content or "" if finished and finished[-1].message else ""
+    final = finished[-1].message if finished else None
+    answer = (final.content or "") if final is not None else ""
     calls, prompt, completion = model.snapshot()
     return {
         "config": config.name,
@@ -223,7 +224,7 @@ async def ask(
         "expected": question.expected,
         "stale": question.stale,
         "answer": answer,
-        "reasoning": (finished[-1].message.reasoning_content or "")[:300] if finished and finished[-1].message else "",
+        "reasoning": ((final.reasoning_content or "") if final is not None else "")[:300],
         "correct": match_score(question, answer) if not failed else False,
         "error": failed[-1].error if failed else None,
         "tokens_sent": prompt,

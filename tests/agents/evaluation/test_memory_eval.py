@@ -16,6 +16,7 @@ import re
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.tasks import default_task_backend
 
 from agents.evaluation.configs import CONFIGS
 from agents.evaluation.dataset import KINDS, SIZES
@@ -45,6 +46,7 @@ def log_lines(tmp_path):
 
 
 def test_the_small_size_runs_end_to_end_with_the_offline_model(tmp_path):
+    default_task_backend.clear()
     out, err = run(tmp_path)
     data = report(tmp_path)
     size = SIZES["small"]
@@ -76,6 +78,7 @@ def test_the_small_size_runs_end_to_end_with_the_offline_model(tmp_path):
     mean = {s["config"]: s["tokens_sent"] for s in data["summary"] if s["kind"] == "all"}
     assert mean["full_context"] > mean["session_pruned"]  # the whole history costs more per answer
     assert not (tmp_path / "run" / "ingested").exists()  # workspaces go once the run is complete
+    assert list(default_task_backend.results) == []  # the run queues nothing for the app's task worker
 
 
 def test_an_interrupted_run_resumes_without_redoing_anything(tmp_path):
