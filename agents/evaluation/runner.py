@@ -20,6 +20,7 @@ there (the ingested workspaces are kept until the run completes).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -288,77 +289,107 @@ async def arun(
     fresh: bool = False,
     keep_workdir: bool = False,
     limit: int | None = None,
+    parallel: int = 1,
     progress: Callable[[Progress], None] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the benchmark; returns the report (also written to ``out``.md/.json).
 
     ``limit`` stops after that many newly answered questions (the run can be resumed).
+    ``parallel`` runs that many (user, configuration) pairs at once, each reading its history in
+    and then asking its questions in order: for endpoints that serve several requests at once.
     """
-    described = setup.describe()
+    if parallel < 1:
+        raise ValueError("parallel must be at least 1")
     if fresh and workdir.exists():
         shutil.rmtree(workdir)
-    log = AnswerLog(workdir / ANSWERS)
-    rows, ingests = log.load(described)
-    if not log.path.exists():
-        log.append({"type": "setup", "setup": described})
-    done = {(r["config"], r["question"]) for r in rows}
-    total = len(setup.configs) * len(setup.dataset.questions)
-    answered = 0
-    for config in setup.configs:
-        for history in setup.dataset.users:
-            pending = [q for q in history.questions if (config.name, q.id) not in done]
-            if not pending:
-                continue
-            if limit is not None and answered >= limit:
-                break
-            key = f"{history.user}/{config.name}"
-            if not config.cleanup:
-                needed = history_tokens(history) + REPLY_RESERVE
-                if needed > setup.budget.context_window:
-                    reason = (
-                        f"the history ({needed} tokens with the reply reserve) does not fit the "
-                        f"{setup.budget.context_window}-token window"
-                    )
-                    for question in pending:
-                        row = _skipped(question, config, reason)
-                        log.append({"type": "answer", "row": row})
-                        rows.append(row)
-                    continue
-            snapshot = workdir / "ingested" / history.user / config.name
-            if not (snapshot / READY_MARK).exists():
-                if snapshot.exists():
-                    shutil.rmtree(snapshot)  # an ingest cut short: start it again
-                if progress:
-                    progress(Progress(len(rows), total, config.name, None, None, phase="ingest"))
-                stats = await ingest(history=history, config=config, setup=setup, workspace=snapshot)
-                (snapshot / READY_MARK).write_text(json.dumps(stats), encoding="utf-8")
-                log.append({"type": "ingest", "user": history.user, "config": config.name, "stats": stats})
-                ingests[key] = stats
-            for question in pending:
-                if limit is not None and answered >= limit:
-                    break
-                row = await ask(
-                    question=question, config=config, setup=setup, snapshot=snapshot, scratch=workdir / "scratch"
-                )
-                if judge is not None and row["error"] is None:
-                    try:
-                        verdict = await ajudge(model=judge, question=question, answer=row["answer"])
-                    except TRANSIENT as exc:
-                        raise EndpointFailed(f"the judge's endpoint failed on {question.id}: {exc}") from exc
-                    except ModelError as exc:  # e.g. the judge model refused: no verdict, the run goes on
-                        verdict = Verdict(None, f"the judge failed: {exc}")
-                    row["judge_correct"], row["judge_raw"] = verdict.correct, verdict.raw[:200]
-                log.append({"type": "answer", "row": row})
-                rows.append(row)
-                answered += 1
-                report = write_report(out=out, setup=described, rows=rows, ingests=ingests, complete=False)
-                if progress:
-                    progress(Progress(len(rows), total, config.name, question, row))
-    complete = len({(r["config"], r["question"]) for r in rows}) == total
-    report = write_report(out=out, setup=described, rows=rows, ingests=ingests, complete=complete)
+    run = _Run(setup=setup, workdir=workdir, out=out, judge=judge, limit=limit, progress=progress)
+    gate = asyncio.Semaphore(parallel)
+
+    async def one(config: EvalConfig, history: UserHistory) -> None:
+        async with gate:
+            await run.pair(config, history)
+
+    try:
+        async with asyncio.TaskGroup() as group:  # a failure in one pair cancels the others
+            for config in setup.configs:
+                for history in setup.dataset.users:
+                    group.create_task(one(config, history))
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None  # the first failure; the others are its cancellations
+    complete = len({(r["config"], r["question"]) for r in run.rows}) == run.total
+    report = write_report(out=out, setup=run.described, rows=run.rows, ingests=run.ingests, complete=complete)
     if complete and not keep_workdir:
         shutil.rmtree(workdir / "ingested", ignore_errors=True)
     return report
+
+
+class _Run:
+    """The state of one run: the answer log, the rows so far, what is left to do."""
+
+    def __init__(self, *, setup: RunSetup, workdir: Path, out: Path, judge: Any, limit: int | None, progress: Any):
+        self.setup, self.workdir, self.out, self.judge = setup, workdir, out, judge
+        self.limit, self.progress = limit, progress
+        self.described = setup.describe()
+        self.log = AnswerLog(workdir / ANSWERS)
+        self.rows, self.ingests = self.log.load(self.described)
+        if not self.log.path.exists():
+            self.log.append({"type": "setup", "setup": self.described})
+        self.done = {(r["config"], r["question"]) for r in self.rows}
+        self.total = len(setup.configs) * len(setup.dataset.questions)
+        self.started = 0  # questions started in this run (``limit`` counts these)
+
+    def _may_start(self) -> bool:
+        if self.limit is not None and self.started >= self.limit:
+            return False
+        self.started += 1
+        return True
+
+    def _record(self, row: dict[str, Any], question: Question | None = None) -> None:
+        self.log.append({"type": "answer", "row": row})
+        self.rows.append(row)
+        write_report(out=self.out, setup=self.described, rows=self.rows, ingests=self.ingests, complete=False)
+        if self.progress and question is not None:
+            self.progress(Progress(len(self.rows), self.total, row["config"], question, row))
+
+    async def pair(self, config: EvalConfig, history: UserHistory) -> None:
+        setup = self.setup
+        pending = [q for q in history.questions if (config.name, q.id) not in self.done]
+        if not pending or (self.limit is not None and self.started >= self.limit):
+            return
+        if not config.cleanup:
+            needed = history_tokens(history) + REPLY_RESERVE
+            if needed > setup.budget.context_window:
+                reason = (
+                    f"the history ({needed} tokens with the reply reserve) does not fit the "
+                    f"{setup.budget.context_window}-token window"
+                )
+                for question in pending:
+                    self._record(_skipped(question, config, reason), question)
+                return
+        snapshot = self.workdir / "ingested" / history.user / config.name
+        if not (snapshot / READY_MARK).exists():
+            if snapshot.exists():
+                shutil.rmtree(snapshot)  # an ingest cut short: start it again
+            if self.progress:
+                self.progress(Progress(len(self.rows), self.total, config.name, None, None, phase="ingest"))
+            stats = await ingest(history=history, config=config, setup=setup, workspace=snapshot)
+            (snapshot / READY_MARK).write_text(json.dumps(stats), encoding="utf-8")
+            self.log.append({"type": "ingest", "user": history.user, "config": config.name, "stats": stats})
+            self.ingests[f"{history.user}/{config.name}"] = stats
+        scratch = self.workdir / "scratch" / history.user / config.name
+        for question in pending:
+            if not self._may_start():
+                return
+            row = await ask(question=question, config=config, setup=setup, snapshot=snapshot, scratch=scratch)
+            if self.judge is not None and row["error"] is None:
+                try:
+                    verdict = await ajudge(model=self.judge, question=question, answer=row["answer"])
+                except TRANSIENT as exc:
+                    raise EndpointFailed(f"the judge's endpoint failed on {question.id}: {exc}") from exc
+                except ModelError as exc:  # e.g. the judge model refused: no verdict, the run goes on
+                    verdict = Verdict(None, f"the judge failed: {exc}")
+                row["judge_correct"], row["judge_raw"] = verdict.correct, verdict.raw[:200]
+            self._record(row, question)
 
 
 def _skipped(question: Question, config: EvalConfig, reason: str) -> dict[str, Any]:

@@ -53,6 +53,7 @@ class Command(BaseCommand):
         add("--threshold", type=int, default=Budget.threshold, help="session tokens that trigger a cleanup")
         add("--keep", type=int, default=Budget.keep, help="tokens of recent history a cleanup keeps")
         add("--limit", type=int, help="stop after this many new answers (resume later)")
+        add("--parallel", type=int, default=1, help="(user, configuration) pairs run at once (for endpoints)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -73,6 +74,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if options["limit"] is not None and options["limit"] < 1:
             raise CommandError("--limit must be at least 1")
+        if options["parallel"] < 1:
+            raise CommandError("--parallel must be at least 1")
         judge = self._judge(options) if options["judge"] else None
         name = f"{size}-{slug(model.name)}"
         out = options["out"] or REPO / "benchmarks" / "results" / f"memory_eval-{name}"
@@ -94,6 +97,7 @@ class Command(BaseCommand):
                 fresh=options["fresh"],
                 keep_workdir=options["keep_workdir"],
                 limit=options["limit"],
+                parallel=options["parallel"],
                 progress=bar,
             )
         except EvalSetupMismatch as exc:

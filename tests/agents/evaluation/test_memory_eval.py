@@ -166,20 +166,25 @@ def test_with_an_endpoint_it_asks_that_model_and_the_judge(tmp_path, monkeypatch
     server.responder = respond
     use_endpoint(monkeypatch, server)
     try:
-        out, _ = run(tmp_path, "--size", "small", "--configs", "session_pruned", "--judge", "--limit", "10")
+        out, _ = run(tmp_path, "--size", "small", "--configs", "session_pruned,archive", "--judge", "--parallel", "2")
     finally:
         server.stop()
     data = report(tmp_path)
     assert data["setup"]["model"] == "fake-model" and not data["setup"]["offline"] and data["complete"]
+    assert sorted((r["config"], r["question"]) for r in data["answers"]) == sorted(
+        {(r["config"], r["question"]) for r in data["answers"]}
+    ) and data["answered"] == 20  # both pairs at once, every question once per configuration
     for row in data["answers"]:
         assert row["answer"] == "I do not know." and row["correct"] == (row["kind"] == "not_told")
         assert row["judge_correct"] == (row["kind"] == "not_told")
         assert row["tokens_sent"] == 11 * row["model_calls"]  # the usage the endpoint reported
     assert "| judge |" in (tmp_path / "out" / "eval.md").read_text()
     questions = [r.json for r in server.chat_requests if r.json["messages"][-1]["content"].startswith("What is my")]
-    assert len(questions) == 10
-    ingest = data["ingest"]["session_pruned"]
-    assert ingest["cleanups"] >= 3 and ingest["fallback_summaries"] == 0
+    assert len(questions) == 20
+    for ingest in data["ingest"].values():
+        assert ingest["cleanups"] >= 3 and ingest["fallback_summaries"] == 0
     system = questions[0]["messages"][0]["content"]
     assert "<pruned_messages" in system and "do not know" in system
-    assert {t["function"]["name"] for t in questions[0]["tools"]} == {"pruned_lookup"}  # no layer that is off
+    offered = [{t["function"]["name"] for t in q["tools"]} for q in questions]
+    assert {"pruned_lookup"} in offered and {"pruned_lookup", "archive_search"} in offered  # only the layers on
+    assert all("core_memory" not in names for names in offered)
