@@ -116,5 +116,6 @@ async def ajudge(*, model: Any, question: Question, answer: str) -> Verdict:
     """Ask ``model`` (a ChatModel) for a verdict on ``answer``."""
     from agents.llm import complete
 
-    completion = await complete(model, messages=judge_prompt(question, answer), max_tokens=16)
+    # No max_tokens: a reasoning model spends tokens before its verdict; the last word counts.
+    completion = await complete(model, messages=judge_prompt(question, answer))
     return parse_verdict(completion.content or "")
