@@ -21,6 +21,7 @@ there (the ingested workspaces are kept until the run completes).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -97,6 +98,10 @@ class RunSetup:
             "configs": [c.name for c in self.configs],
             "budget": asdict(self.budget),
         }
+
+    def key(self) -> str:
+        """A short hash of ``describe()``: runs of the same setup share a run directory."""
+        return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def session_of(config: EvalConfig, user: str, index: int) -> SessionScope:

@@ -6,8 +6,9 @@
     manage.py memory_eval --fresh    forget earlier results of this setup and start over
 
 Results: ``benchmarks/results/memory_eval-<size>-<model>.md`` and ``.json`` (``--out``), rewritten
-after every question. An interrupted run resumes where it stopped when started again with the
-same options: answers are kept in ``<workdir>/answers.jsonl`` as they finish.
+after every question. Answers are appended to ``<workdir>/answers.jsonl`` as they finish; the
+default run directory is ``<MODEX_WORKSPACE>/memory_eval/<size>-<model>-<setup hash>``, so an
+interrupted run resumes where it stopped when started again with the same options.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ class Command(BaseCommand):
         add("--size", choices=sorted(SIZES), help="dataset size (default: small offline, full with an endpoint)")
         add("--seed", type=int, default=DEFAULT_SEED, help=f"dataset seed (default {DEFAULT_SEED})")
         add("--configs", help=f"comma-separated configurations (default: all of {', '.join(CONFIG_NAMES)})")
-        add("--out", type=Path, help="results path, no extension (default: benchmarks/results/memory_eval-<size>-<model>)")
-        add("--workdir", type=Path, help="workspaces and answers (default: <MODEX_WORKSPACE>/memory_eval/<size>-<model>)")
+        add("--out", type=Path, help="results path without extension (default: see the module doc)")
+        add("--workdir", type=Path, help="workspaces and answers (default: see the module doc)")
         add("--fresh", action="store_true", help="discard earlier results of this run directory")
         add("--keep-workdir", action="store_true", help="keep the ingested workspaces after a complete run")
         add("--judge", action="store_true", help="also grade each answer with the OPENAI_BASE_URL model")
@@ -79,9 +80,9 @@ class Command(BaseCommand):
         judge = self._judge(options) if options["judge"] else None
         name = f"{size}-{slug(model.name)}"
         out = options["out"] or REPO / "benchmarks" / "results" / f"memory_eval-{name}"
-        workdir = options["workdir"] or Path(settings.MODEX_WORKSPACE) / "memory_eval" / name
         dataset = generate(size=size, seed=options["seed"])
         setup = RunSetup(dataset=dataset, model=model, configs=configs, budget=budget, offline=offline)
+        workdir = options["workdir"] or Path(settings.MODEX_WORKSPACE) / "memory_eval" / f"{name}-{setup.key()}"
         self.stdout.write(
             f"memory_eval: {model.describe()}\n  dataset {size} (seed {options['seed']}): "
             f"{len(dataset.users)} user(s), "
