@@ -103,6 +103,17 @@ def test_an_interrupted_run_resumes_without_redoing_anything(tmp_path):
     assert report(tmp_path)["answered"] == 1
 
 
+def test_full_context_is_skipped_when_the_history_does_not_fit_the_window(tmp_path):
+    run(tmp_path, "--configs", "full_context,session_pruned", "--context-window", "4096", "--limit", "1")
+    data = report(tmp_path)
+    skipped = rows(data, "full_context")
+    assert len(skipped) == 10 and all("does not fit the 4096-token window" in r["skipped"] for r in skipped)
+    markdown = (tmp_path / "out" / "eval.md").read_text()
+    assert "| **all** | does not fit |" in markdown
+    assert re.search(r"^\| full context \(no cleanup\) \| single_fact \| 2 \| skipped: the history", markdown, re.M)
+    assert len(rows(data, "session_pruned")) == 1  # skipped rows do not count against --limit
+
+
 def test_bad_options_are_refused_with_a_clear_message(tmp_path):
     with pytest.raises(CommandError, match="unknown configuration.*nope"):
         run(tmp_path, "--configs", "nope")
