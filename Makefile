@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 WORKERS ?= 2
 
-.PHONY: run test setup check clean-workspace bench serve
+.PHONY: run test setup check clean-workspace bench serve eval
 
 setup:
 	@bash scripts/bootstrap.sh requirements-dev.txt
@@ -37,3 +37,10 @@ check:
 bench:
 	@bash benchmarks/bootstrap.sh
 	.venv-bench/bin/python -m benchmarks.run $(BENCH_ARGS)
+
+# Recall benchmark (manage.py memory_eval, README "Recall benchmark"): the offline model on the small
+# dataset, or the OPENAI_BASE_URL model on the full one; results in benchmarks/results/memory_eval-*.
+# EVAL_ARGS="--size medium --configs archive,archive_core --judge" passes options through.
+eval:
+	@bash scripts/bootstrap.sh requirements-dev.txt
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py memory_eval $(EVAL_ARGS)

@@ -2,7 +2,7 @@
 
 ``cleanup_hook`` runs at ``HookPoint.BEFORE_STEP``: when the session is over its threshold (or
 the step asks for it with ``force``, after the endpoint refused a context as too long) it runs
-``memory.compression.arun_cleanup`` and streams ``CleanupStarted`` / ``CleanupDone`` into the
+``compact`` (``memory.compression.arun_cleanup`` with the run's model as summarizer) and streams ``CleanupStarted`` / ``CleanupDone`` into the
 turn. The loop knows nothing of compression: without this hook installed (remove
 ``agents.runtime.cleanup.install`` from ``MODEX_RUNTIME_HOOKS``) sessions simply grow, and
 assembly's governance keeps what is sent inside the window.
@@ -20,14 +20,43 @@ from agents.llm import as_text_completion
 from agents.runtime.events import CleanupDone, CleanupStarted, RuntimeEvent
 from agents.runtime.hooks import HookPoint, RuntimeHooks
 from agents.runtime.tools.memory_tools import archive_scope_for
-from memory.compression.cleanup import CleanupFailed, arun_cleanup
+from memory.compression.cleanup import CleanupFailed, CleanupResult, arun_cleanup
+from memory.scopes import SessionScope
 
 if TYPE_CHECKING:
     from agents.runtime.loop import Runtime, ToolContext
+    from agents.runtime.services import MemoryServices
 
 logger = logging.getLogger("agents.runtime.cleanup")
 
 CLEANUP_HOOK = "cleanup"
+
+
+async def compact(
+    *,
+    services: MemoryServices,
+    session: SessionScope,
+    agent: Any,
+    user_id: str,
+    model: Any,
+    force: bool = False,
+    lease_ttl: float | None = None,
+) -> CleanupResult:
+    """One cleanup of ``session`` as the runtime runs it: ``model`` summarizes, the archive is
+    written when ``agent`` has it on. Raises ``CleanupFailed`` (the session is unchanged)."""
+    config = agent.memory_config
+    options = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
+    return await arun_cleanup(
+        bundle=services.bundle,
+        session=session,
+        config=config,
+        summarizer=as_text_completion(model),
+        catalog=services.catalog,
+        hooks=services.hooks,
+        archive_scope=archive_scope_for(agent=agent.name, user_id=user_id) if config.archive_enabled else None,
+        force=force,
+        **options,
+    )
 
 
 async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> AsyncIterator[RuntimeEvent]:
@@ -38,14 +67,12 @@ async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> As
         return
     yield CleanupStarted(tokens=head.tokens, threshold=config.threshold)
     try:
-        result = await arun_cleanup(
-            bundle=services.bundle,
+        result = await compact(
+            services=services,
             session=ctx.session,
-            config=config,
-            summarizer=as_text_completion(ctx.runtime.model),
-            catalog=services.catalog,
-            hooks=services.hooks,
-            archive_scope=archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id) if config.archive_enabled else None,
+            agent=ctx.agent,
+            user_id=ctx.user_id,
+            model=ctx.runtime.model,
             force=force,
             lease_ttl=ctx.runtime.cleanup_lease_ttl,
         )

@@ -2,7 +2,7 @@
 
 A supplement contributes tools (name-merged into the compiled roster) and context providers
 (supplement sections of the assembled context). Capabilities register theirs at app ready
-(``agents.experience`` registers ``experience``), so the runtime and the roster compiler find
+(``agents.experience.supplement`` registers ``experience``), so the runtime and the roster compiler find
 them here without importing them. Subagents never get supplements.
 """
 
