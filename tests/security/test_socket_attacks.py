@@ -17,7 +17,7 @@ from django.test import Client
 
 from agents.chat import service as chat
 from memory.text import REPLACEMENT, is_storable
-from tests.agents.chat.conftest import open_socket, receive_until
+from tests.agents.chat.conftest import open_socket, receive_until, session_cookie
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("allowed_hosts")]
 
@@ -121,3 +121,54 @@ async def test_e_unmatched_handshake_is_refused_without_a_traceback(path, owner)
     ok, code = await comm.connect(timeout=3)
     assert not ok
     await comm.disconnect()
+
+
+# -- the Origin check: scheme and port count -----------------------------------------------------
+
+
+async def handshake(conversation, user, *, origin: bytes | None, host: bytes = b"testserver", extra=()):
+    from modex_web.asgi import application
+
+    headers = [(b"host", host), (b"cookie", await sync_to_async(session_cookie)(user)), *extra]
+    if origin is not None:
+        headers.append((b"origin", origin))
+    comm = WebsocketCommunicator(application, f"/ws/chat/{conversation.pk}/", headers=headers)
+    ok, _ = await comm.connect(timeout=3)
+    await comm.disconnect()
+    return ok
+
+
+@pytest.mark.parametrize("origin", [
+    b"http://testserver:8001",  # another port of the allowed host (another app, a dev server)
+    b"https://testserver",  # another scheme
+    b"http://testserver:443",
+    b"http://evil.example",
+    b"http://testserver.evil.example",
+    b"null",  # a sandboxed frame or a file: page
+    b"http://user:pw@testserver",
+    b"http://testserver/path",
+])
+async def test_origin_of_another_port_scheme_or_site_is_refused(conversation, owner, origin):
+    assert not await handshake(conversation, owner, origin=origin)
+
+
+async def test_origin_is_required_and_must_match_the_sites_own(conversation, owner):
+    assert not await handshake(conversation, owner, origin=None)
+    assert await handshake(conversation, owner, origin=b"http://testserver")
+    assert await handshake(conversation, owner, origin=b"http://TestServer:80")  # default port, any case
+    # The page's own port: a site served on :8000 accepts its own pages only.
+    assert await handshake(conversation, owner, origin=b"http://testserver:8000", host=b"testserver:8000")
+    assert not await handshake(conversation, owner, origin=b"http://testserver:8000", host=b"testserver:8001")
+    # A Host outside ALLOWED_HOSTS is refused even when the Origin matches it.
+    assert not await handshake(conversation, owner, origin=b"http://evil.example", host=b"evil.example")
+
+
+async def test_origin_behind_a_tls_proxy_and_trusted_origins(conversation, owner, settings):
+    proto = [(b"x-forwarded-proto", b"https")]
+    assert not await handshake(conversation, owner, origin=b"https://testserver", extra=proto)  # header not trusted
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    assert await handshake(conversation, owner, origin=b"https://testserver", extra=proto)
+    assert not await handshake(conversation, owner, origin=b"http://testserver", extra=proto)  # page over https only
+    settings.CSRF_TRUSTED_ORIGINS = ["https://chat.example.com"]
+    assert await handshake(conversation, owner, origin=b"https://chat.example.com", extra=proto)
+    assert not await handshake(conversation, owner, origin=b"https://chat.example.com:8443", extra=proto)
