@@ -193,6 +193,16 @@ MODEX_PERSISTENCE_BACKEND = env_str("MODEX_PERSISTENCE_BACKEND")  # None: take b
 MODEX_TURN_LEASE_TTL = env_float("MODEX_TURN_LEASE_TTL", 300.0, minimum=1.0)
 MODEX_CLEANUP_LEASE_TTL = env_float("MODEX_CLEANUP_LEASE_TTL", 600.0, minimum=1.0)
 
+# Sign-in throttle (agents/personal/login.py): failures per account name and per client address
+# within the window, and how long a lock lasts.
+MODEX_LOGIN_MAX_FAILURES = env_int("MODEX_LOGIN_MAX_FAILURES", 5, minimum=1)
+MODEX_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("MODEX_LOGIN_MAX_FAILURES_PER_ADDRESS", 30, minimum=1)
+MODEX_LOGIN_WINDOW = env_int("MODEX_LOGIN_WINDOW", 900, minimum=1)
+MODEX_LOGIN_LOCKOUT = env_int("MODEX_LOGIN_LOCKOUT", 900, minimum=1)
+
+# Personal API tokens expire this many days after they are made (0: never).
+MODEX_TOKEN_TTL_DAYS = env_int("MODEX_TOKEN_TTL_DAYS", 90, minimum=0)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

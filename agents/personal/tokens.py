@@ -2,7 +2,9 @@
 
 A token reads ``mdx_<prefix>_<secret>``: ``prefix`` (12 hex characters) is public, stored as
 is and used to find the row; only the sha256 of the whole token is stored, compared in
-constant time. A revoked token, or one whose user is inactive, authenticates nobody.
+constant time. A token expires ``MODEX_TOKEN_TTL_DAYS`` after it was made (0: never), and every
+token of a user is revoked when that user's password changes (a stolen password's tokens do not
+outlive the reset). A revoked or expired token, or one whose user is inactive, authenticates nobody.
 ``TokenAuth`` is the django-ninja security class for ``Authorization: Bearer <token>``.
 """
 
@@ -13,6 +15,7 @@ import hmac
 import secrets
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 from ninja.security import HttpBearer, SessionAuth
@@ -60,17 +63,37 @@ def create_token(*, user, name: str) -> tuple[PersonalAPIToken, str]:
         raise InvalidTokenName("Give the token a name, e.g. the script that will use it.")
     if len(name) > MAX_NAME:
         raise InvalidTokenName(f"A token name has at most {MAX_NAME} characters.")
-    if PersonalAPIToken.objects.filter(user=user, revoked_at__isnull=True).count() >= MAX_ACTIVE_TOKENS:
+    if sum(t.active for t in PersonalAPIToken.objects.filter(user=user, revoked_at__isnull=True)) >= MAX_ACTIVE_TOKENS:
         raise InvalidTokenName(f"You have {MAX_ACTIVE_TOKENS} active tokens; revoke one you no longer use first.")
     for _ in range(5):
         prefix = secrets.token_hex(PREFIX_CHARS // 2)
         raw = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
         try:
-            token = PersonalAPIToken.objects.create(user=user, name=name, prefix=prefix, digest=_digest(raw))
+            token = PersonalAPIToken.objects.create(
+                user=user, name=name, prefix=prefix, digest=_digest(raw), expires_at=_expiry()
+            )
         except IntegrityError:  # a prefix collision: astronomically rare, just draw again
             continue
         return token, raw
     raise TokenError("Could not create a token; try again.")
+
+
+def _expiry():
+    days = settings.MODEX_TOKEN_TTL_DAYS
+    return timezone.now() + timedelta(days=days) if days else None
+
+
+def revoke_all_tokens(*, user) -> int:
+    """Revoke every active token of ``user`` (their password changed); how many were."""
+    return PersonalAPIToken.objects.filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+def revoke_tokens_on_password_change(sender, instance, created: bool, **kwargs) -> None:
+    """post_save of the user model: ``set_password`` leaves the new raw password in
+    ``_password`` until the save has finished; a login's silent hash upgrade clears it first,
+    so only a real change of password revokes."""
+    if not created and getattr(instance, "_password", None) is not None:
+        revoke_all_tokens(user=instance)
 
 
 def list_tokens(*, user) -> list[PersonalAPIToken]:
@@ -97,7 +120,7 @@ def authenticate_token(raw: str):
     token = PersonalAPIToken.objects.select_related("user").filter(prefix=prefix).first()
     if token is None or not hmac.compare_digest(token.digest, _digest(raw)):
         return None
-    if token.revoked_at is not None or not token.user.is_active:
+    if not token.active or not token.user.is_active:
         return None
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > TOUCH_EVERY:
