@@ -16,6 +16,7 @@ from modex_web.env import (
     env_path,
     env_proxy_ssl_header,
     env_str,
+    private_workspace,
     secret_key,
 )
 
@@ -23,7 +24,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 MODEX_WORKSPACE = env_path("MODEX_WORKSPACE", BASE_DIR / "workspace", base=BASE_DIR)
-MODEX_WORKSPACE.mkdir(parents=True, exist_ok=True)
+private_workspace(MODEX_WORKSPACE)
 MODEX_SCOPES_FILE = env_path("MODEX_SCOPES_FILE", BASE_DIR / "config" / "scopes" / "bot.yml", base=BASE_DIR)
 
 SECRET_KEY = secret_key(debug=DEBUG, workspace=MODEX_WORKSPACE)
