@@ -131,6 +131,14 @@ def authenticate_token(raw: str):
 class TokenAuth(HttpBearer):
     """``Authorization: Bearer <personal API token>``. Sets ``request.user`` to the token's user."""
 
+    def __call__(self, request):
+        # ninja's HttpBearer logs a header of another scheme whole, at ERROR ("Token mdx_..."
+        # or "Basic <password>"): read it here and never log it.
+        scheme, _, token = (request.headers.get(self.header) or "").strip().partition(" ")
+        if scheme.lower() != self.openapi_scheme or not token.strip():
+            return None
+        return self.authenticate(request, token)
+
     def authenticate(self, request, token: str):
         user = authenticate_token(token.strip())
         if user is not None:

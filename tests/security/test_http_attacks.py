@@ -3,6 +3,7 @@ cleanly, not with a 500 (issue 20)."""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from io import StringIO
 
@@ -156,3 +157,19 @@ def test_a_password_change_revokes_every_token_but_a_hash_upgrade_does_not(owner
     assert api_get(first).status_code == 401 and api_get(second).status_code == 401
     _, fresh = create_token(user=owner, name="after the reset")
     assert api_get(fresh).status_code == 200
+
+
+# -- secrets in logs and error messages --------------------------------------------------------
+
+
+@pytest.mark.parametrize("header", ["Token {raw}", "token {raw}", "Basic {raw}", "{raw}", "Bearer{raw}"])
+def test_a_token_under_the_wrong_scheme_is_refused_and_never_logged(owner, settings, caplog, header):
+    from agents.personal.tokens import create_token
+
+    settings.DEBUG = True  # ninja logs the whole header in debug mode, which make run uses
+    _, raw = create_token(user=owner, name="script")
+    with caplog.at_level(logging.DEBUG):
+        response = Client().get("/api/conversations", HTTP_AUTHORIZATION=header.format(raw=raw))
+    assert response.status_code == 401
+    assert raw not in caplog.text and raw[len("mdx_") + 12:] not in caplog.text
+    assert Client().get("/api/conversations", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
