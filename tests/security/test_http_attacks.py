@@ -173,3 +173,22 @@ def test_a_token_under_the_wrong_scheme_is_refused_and_never_logged(owner, setti
     assert response.status_code == 401
     assert raw not in caplog.text and raw[len("mdx_") + 12:] not in caplog.text
     assert Client().get("/api/conversations", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 200
+
+
+# -- the API's documentation and schema ------------------------------------------------------------
+
+
+def test_api_docs_and_schema_are_not_public(owner):
+    from agents.personal.tokens import create_token
+
+    anonymous = Client()
+    docs = anonymous.get("/api/docs")
+    assert docs.status_code == 302 and docs["Location"].startswith("/accounts/login/")
+    assert anonymous.get("/api/openapi.json").status_code == 401
+    assert b"/api/conversations" not in anonymous.get("/api/openapi.json").content
+    assert Client(HTTP_AUTHORIZATION="Bearer mdx_000000000000_nope").get("/api/openapi.json").status_code == 401
+    _, raw = create_token(user=owner, name="docs")
+    assert "/api/conversations" in Client(HTTP_AUTHORIZATION=f"Bearer {raw}").get("/api/openapi.json").json()["paths"]
+    browser = Client()
+    browser.force_login(owner)
+    assert browser.get("/api/docs").status_code == 200
