@@ -192,3 +192,22 @@ def test_api_docs_and_schema_are_not_public(owner):
     browser = Client()
     browser.force_login(owner)
     assert browser.get("/api/docs").status_code == 200
+
+
+# -- text that cannot be stored, over HTTP ----------------------------------------------------------
+
+
+def test_form_text_with_surrogate_bytes_is_stored_storable(owner, chat_runtime):
+    from agents.chat import service as chat
+    from memory.text import is_storable
+
+    conversation = chat.create_conversation(user=owner, agent="default")
+    browser = Client(raise_request_exception=False)
+    browser.force_login(owner)
+    # The UTF-8 bytes of U+D800 (invalid UTF-8): Django decodes form data with replacement.
+    url = f"/conversations/{conversation.pk}/rename/"
+    assert browser.post(url, "title=a%ED%A0%80b", content_type="application/x-www-form-urlencoded").status_code == 302
+    conversation.refresh_from_db()
+    assert is_storable(conversation.title) and conversation.title.startswith("a\ufffd") and conversation.title.endswith("b")
+    assert browser.get(f"/conversations/{conversation.pk}/").status_code == 200
+    assert browser.get("/conversations/").status_code == 200
