@@ -49,6 +49,7 @@ class PersonalAPIToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)  # None: never (tokens made before expiry existed)
+    read_only = models.BooleanField(default=False)  # GET/HEAD/OPTIONS only
 
     class Meta:
         ordering = ["-created_at"]

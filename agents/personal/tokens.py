@@ -5,6 +5,8 @@ is and used to find the row; only the sha256 of the whole token is stored, compa
 constant time. A token expires ``MODEX_TOKEN_TTL_DAYS`` after it was made (0: never), and every
 token of a user is revoked when that user's password changes (a stolen password's tokens do not
 outlive the reset). A revoked or expired token, or one whose user is inactive, authenticates nobody.
+A read-only token authenticates reads (GET, HEAD, OPTIONS) only: a script that only exports
+cannot change memory if it leaks.
 ``TokenAuth`` is the django-ninja security class for ``Authorization: Bearer <token>``.
 """
 
@@ -56,7 +58,10 @@ def _split(raw: str) -> str | None:
     return prefix
 
 
-def create_token(*, user, name: str) -> tuple[PersonalAPIToken, str]:
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def create_token(*, user, name: str, read_only: bool = False) -> tuple[PersonalAPIToken, str]:
     """A new token for ``user``: the row and the token text, which is never retrievable again."""
     name = " ".join((name or "").split())
     if not name:
@@ -70,7 +75,7 @@ def create_token(*, user, name: str) -> tuple[PersonalAPIToken, str]:
         raw = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
         try:
             token = PersonalAPIToken.objects.create(
-                user=user, name=name, prefix=prefix, digest=_digest(raw), expires_at=_expiry()
+                user=user, name=name, prefix=prefix, digest=_digest(raw), expires_at=_expiry(), read_only=read_only
             )
         except IntegrityError:  # a prefix collision: astronomically rare, just draw again
             continue
@@ -112,8 +117,9 @@ def revoke_token(*, user, token_id: int) -> PersonalAPIToken:
     return token
 
 
-def authenticate_token(raw: str):
-    """The active user a token belongs to, or None (malformed, unknown, revoked, inactive)."""
+def authenticate_token(raw: str, *, method: str = "GET"):
+    """The active user a token belongs to, or None (malformed, unknown, revoked, expired,
+    inactive, or read-only and ``method`` is not a read)."""
     prefix = _split(raw)
     if prefix is None:
         return None
@@ -121,6 +127,8 @@ def authenticate_token(raw: str):
     if token is None or not hmac.compare_digest(token.digest, _digest(raw)):
         return None
     if not token.active or not token.user.is_active:
+        return None
+    if token.read_only and method.upper() not in SAFE_METHODS:
         return None
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > TOUCH_EVERY:
@@ -140,7 +148,7 @@ class TokenAuth(HttpBearer):
         return self.authenticate(request, token)
 
     def authenticate(self, request, token: str):
-        user = authenticate_token(token.strip())
+        user = authenticate_token(token.strip(), method=request.method)
         if user is not None:
             request.user = user
         return user
