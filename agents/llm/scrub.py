@@ -31,9 +31,8 @@ def _secrets(*, key: str | None, base_url: str | None) -> list[str]:
             user, password = parts.username, parts.password
         except ValueError:
             user = password = None
-        for raw in (user, password):
-            if raw:
-                found += [raw, unquote(raw)]
+        if password:  # the user name alone is no secret (and may be a common word)
+            found += [password, unquote(password)]
         if user or password:
             pair = f"{unquote(user or '')}:{unquote(password or '')}".encode()
             found += [base64.b64encode(pair).decode(), base64.urlsafe_b64encode(pair).decode()]

@@ -56,5 +56,6 @@ async def _done():
 
 
 def test_scrubbing_keeps_ordinary_text():
-    text = "The model fake-model at http://127.0.0.1:9/v1 failed with HTTP 500: try again later."
+    text = "The model modex-large at http://127.0.0.1:9/v1 failed with HTTP 500: try again later."
     assert scrub_secrets(text, key=FAKE_API_KEY, base_url="http://127.0.0.1:9/v1") == text
+    assert scrub_secrets(text, key=FAKE_API_KEY, base_url=f"http://modex:{PASSWORD}@127.0.0.1:9/v1") == text
