@@ -197,12 +197,12 @@ def core_file_history(request, agent: str, file: str):
 
 
 @router.get("/agents/{agent}/experiences", response={200: list[ExperienceOut], **ERRORS}, tags=["memory"],
-            summary="The experiences (lessons) available to this agent")
+            summary="Your experiences (lessons) of this agent, made from your runs")
 def list_experiences(request, agent: str):
     return [
         {"slug": e.slug, "name": e.name, "description": e.description, "body": e.body,
          "updated_at": e.updated_at, "version": e.version}
-        for e in user_memory.experiences(agent=_agent(agent))
+        for e in user_memory.experiences(user=request.auth, agent=_agent(agent))
     ]
 
 

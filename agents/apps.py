@@ -15,6 +15,14 @@ class AgentsConfig(AppConfig):
         # memory/ cannot import agents/: the memory admin, archive API and export commands
         # find the process's stores through this provider.
         inspection.set_provider(inspection_source)
+
+        from django.contrib.auth import get_user_model
+        from django.db.models.signals import post_save
+
+        from agents.personal.tokens import revoke_tokens_on_password_change
+
+        post_save.connect(revoke_tokens_on_password_change, sender=get_user_model(),
+                          dispatch_uid="modex-revoke-tokens-on-password-change")
         install_capabilities()
 
 

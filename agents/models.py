@@ -4,6 +4,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 def _new_conversation_id() -> str:
@@ -47,6 +48,8 @@ class PersonalAPIToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)  # None: never (tokens made before expiry existed)
+    read_only = models.BooleanField(default=False)  # GET/HEAD/OPTIONS only
 
     class Meta:
         ordering = ["-created_at"]
@@ -56,5 +59,24 @@ class PersonalAPIToken(models.Model):
         return f"{self.name} ({self.prefix}…)"
 
     @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    @property
     def active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and not self.expired
+
+
+class LoginThrottle(models.Model):
+    """Failed sign-ins of one account or one client address (agents/personal/login.py).
+
+    ``key`` is a digest (``user:<name>`` or ``addr:<ip>``), so the table names nobody.
+    """
+
+    key = models.CharField(max_length=64, unique=True)
+    failures = models.PositiveIntegerField(default=0)
+    window_started_at = models.DateTimeField()
+    locked_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "login throttle"

@@ -98,6 +98,36 @@ def env_path(name: str, default: Path, *, base: Path) -> Path:
     return path.resolve()
 
 
+def private_workspace(path: Path) -> Path:
+    """Create the workspace readable by the service's user only (0700), and tighten one this
+    user owns: it holds the database, every conversation, the catalogs and the secret key."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        if path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o077:
+            path.chmod(0o700)
+    except OSError:
+        pass  # not ours to change (a mount, another owner): the operator's choice stands
+    return path
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 if it does not exist, so whatever creates it later
+    (SQLite for state.db, and its -wal and -shm files, which take the database file's mode)
+    does not make it readable by others; tighten an existing one this user owns."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        try:
+            if path.stat().st_uid == os.getuid() and path.stat().st_mode & 0o077:
+                path.chmod(0o600)
+        except OSError:
+            pass
+    except OSError:
+        pass  # e.g. the directory is not there yet: the database layer reports that better
+    else:
+        os.close(fd)
+
+
 def secret_key(*, debug: bool, workspace: Path) -> str:
     """DJANGO_SECRET_KEY, or in DEBUG a generated key persisted in the workspace."""
     value = os.environ.get("DJANGO_SECRET_KEY")
@@ -137,6 +167,7 @@ def secret_key(*, debug: bool, workspace: Path) -> str:
 def database_config(*, url: str | None, workspace: Path) -> dict:
     """Django DATABASES['default'] from DATABASE_URL (sqlite:///path or postgres://...)."""
     if not url:
+        private_file(workspace / "state.db")
         return sqlite_config(workspace / "state.db")
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -150,6 +181,7 @@ def database_config(*, url: str | None, workspace: Path) -> dict:
         path = Path(raw)
         if not path.is_absolute():
             path = workspace / path
+        private_file(path)
         return sqlite_config(path)
     if scheme in {"postgres", "postgresql", "pgsql"}:
         if not parts.path.strip("/"):

@@ -16,6 +16,7 @@ from modex_web.env import (
     env_path,
     env_proxy_ssl_header,
     env_str,
+    private_workspace,
     secret_key,
 )
 
@@ -23,7 +24,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 MODEX_WORKSPACE = env_path("MODEX_WORKSPACE", BASE_DIR / "workspace", base=BASE_DIR)
-MODEX_WORKSPACE.mkdir(parents=True, exist_ok=True)
+private_workspace(MODEX_WORKSPACE)
 MODEX_SCOPES_FILE = env_path("MODEX_SCOPES_FILE", BASE_DIR / "config" / "scopes" / "bot.yml", base=BASE_DIR)
 
 SECRET_KEY = secret_key(debug=DEBUG, workspace=MODEX_WORKSPACE)
@@ -203,6 +204,16 @@ MODEX_RUNTIME_HOOKS = env_list(
         "agents.tasks.install_long_term_session",
     ],
 )
+
+# Sign-in throttle (agents/personal/login.py): failures per account name and per client address
+# within the window, and how long a lock lasts.
+MODEX_LOGIN_MAX_FAILURES = env_int("MODEX_LOGIN_MAX_FAILURES", 5, minimum=1)
+MODEX_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("MODEX_LOGIN_MAX_FAILURES_PER_ADDRESS", 30, minimum=1)
+MODEX_LOGIN_WINDOW = env_int("MODEX_LOGIN_WINDOW", 900, minimum=1)
+MODEX_LOGIN_LOCKOUT = env_int("MODEX_LOGIN_LOCKOUT", 900, minimum=1)
+
+# Personal API tokens expire this many days after they are made (0: never).
+MODEX_TOKEN_TTL_DAYS = env_int("MODEX_TOKEN_TTL_DAYS", 90, minimum=0)
 
 LOGGING = {
     "version": 1,

@@ -40,6 +40,7 @@ from agents.chat import service as chat
 from agents.chat.fragments import ChatStream, error_fragment
 from agents.runtime.events import TurnFailed, TurnFinished
 from agents.runtime.loop import TurnBusy, TurnRejected
+from memory.text import storable
 
 logger = logging.getLogger("agents.chat.service")
 
@@ -107,7 +108,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return self._post(error_fragment(f"That frame is too large (at most {MAX_FRAME_BYTES // 1024} KiB)."))
         try:
             frame = json.loads(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: brackets nested past the parser's depth
             return self._post(error_fragment(f"That frame is not JSON. {SHAPE}"))
         if not isinstance(frame, dict) or not isinstance(frame.get("HEADERS", {}), dict):
             return self._post(error_fragment(SHAPE))
@@ -117,7 +118,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if action == "sync" and message is None:
             return self._post(await self.stream.sync(running=self._running()))
         if action is None and isinstance(message, str):
-            return self._start(message)
+            return self._start(storable(message))  # json.loads lets lone surrogates through
         return self._post(error_fragment(SHAPE))
 
     # -- turns --------------------------------------------------------------------------------
@@ -182,12 +183,24 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     html = await self.stream.ended()
                 else:
                     html = item if isinstance(item, str) else await self.stream.render(item)
+                if html:
+                    await self.send(text_data=storable(html))
             except Exception:
-                logger.exception("could not render a chat fragment for %s", self.conversation.pk)
-                html = error_fragment("A part of the reply could not be shown; reload the page to see it.")
-            if html:
-                await self.send(text_data=html)
+                # One fragment that cannot be rendered or sent must not silence the socket.
+                logger.exception("could not render or send a chat fragment for %s", self.conversation.pk)
+                with contextlib.suppress(Exception):
+                    await self.send(text_data=error_fragment("A part of the reply could not be shown; reload the page to see it."))
             await asyncio.sleep(0)  # let the frame go out before the next one (STACK.md)
+
+
+class UnroutedConsumer(AsyncWebsocketConsumer):
+    """Any WebSocket path without a route: the handshake is refused (403), nothing is read."""
+
+    async def connect(self) -> None:
+        await self.close()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        return None
 
 
 def _agent_or_none(name: str):

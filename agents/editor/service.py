@@ -14,6 +14,7 @@ shown), and per node ``<name>.compression_threshold``; per main agent also
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,7 +279,7 @@ def _read_form(state: EditorState, form: Mapping) -> tuple[list[MemoryEdit], boo
         view.threshold = raw
         if raw == "":
             wanted_threshold = None
-        elif raw.isdigit() and int(raw) >= 1:
+        elif _WHOLE_NUMBER.fullmatch(raw) and int(raw) >= 1:
             wanted_threshold = int(raw)
         else:
             view.errors.setdefault(THRESHOLD, []).append(
@@ -289,6 +290,11 @@ def _read_form(state: EditorState, form: Mapping) -> tuple[list[MemoryEdit], boo
         if wanted_threshold != node.overrides.get(THRESHOLD):
             edits.append(MemoryEdit(name, THRESHOLD, wanted_threshold))
     return edits, has_errors
+
+
+# ASCII digits only, and few enough for int(): str.isdigit accepts "²", which int refuses, and
+# int refuses more than 4300 digits. Twelve is far above any context window.
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,12}")
 
 
 def _checked(form: Mapping, key: str) -> bool:

@@ -319,7 +319,7 @@ class ExperienceReviewAgent:
         if not run:
             return ReviewOutcome(ReviewStatus.NOT_FOUND, answer="the run is no longer in the session")
         writes = _Writes()
-        store = ExperienceStore(kv=self.services.bundle.kv, agent=agent.name)
+        store = ExperienceStore(kv=self.services.bundle.kv, agent=agent.name, user=user)  # the run's user only
         tools: list[Tool] = [
             cls(store=store, writes=writes)
             for cls in (ListExperiencesTool, ReadExperienceTool, CreateExperienceTool, UpdateExperienceTool)

@@ -1,7 +1,8 @@
 """EXPERIENCE.md files: reusable lessons, one KV item per file in the agent's scope.
 
-Each lesson is the KV item ``experience.<slug>.md`` in ``AgentScope(agent)`` (the file backend
-keeps it as a real markdown file a person can open), holding::
+Each lesson is the KV item ``experience.<slug>.md`` in ``experience_scope(agent, user)``, the
+agent+user composite (the file backend keeps it as a real markdown file a person can open),
+holding::
 
     ---
     name: Calling the todo tool
@@ -15,6 +16,13 @@ use the KV compare-and-set: ``create`` only if the key does not exist yet, ``upd
 the version read (or the one given), so two reviewers never overwrite each other. ``create``
 refuses a near-duplicate of an existing lesson (same words in the name) and names the file to
 update instead: one lesson per topic, kept current.
+
+Privacy: lessons are per user. The reviewer reads a run whole and a model can quote anything of
+it (a tool error holding a customer record, a pasted password), so no redaction pass can promise
+that a lesson carries nothing private. A lesson made from a user's runs is therefore stored with
+that user's memory and shown, listed, injected and exported for that user only; another user of
+the same agent never reads it. Lessons in the agent-wide ``AgentScope(agent)`` (where they lived
+before) are not read by anything any more: the operator decides what to do with them (admin, KV).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memory.messages import utcnow
-from memory.scopes import AgentScope
+from memory.scopes import AgentScope, CompositeScope, UserScope
 from memory.stores.base import MUST_NOT_EXIST, KVItem, KVStore, VersionConflict
 
 KEY_PREFIX = "experience."
@@ -85,6 +93,11 @@ class ExperienceFile:
     def render(self) -> str:
         """The markdown file: front matter, then the body."""
         return render(name=self.name, description=self.description, updated_at=self.updated_at, body=self.body)
+
+
+def experience_scope(agent: str, user: str) -> CompositeScope:
+    """Where ``user``'s lessons of ``agent`` live (the same composite as their MEMORY.md)."""
+    return CompositeScope(AgentScope(agent), UserScope(user))
 
 
 def slugify(name: str) -> str:
@@ -154,15 +167,15 @@ def _check(value: str, *, what: str, limit: int) -> str:
 
 
 class ExperienceStore:
-    """The lessons of one agent, over the KV store."""
+    """The lessons of one agent for one user, over the KV store (see "Privacy" above)."""
 
-    def __init__(self, *, kv: KVStore, agent: str, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, *, kv: KVStore, agent: str, user: str, clock: Callable[[], datetime] = utcnow) -> None:
         self._kv = kv
-        self._scope = AgentScope(agent)
+        self._scope = experience_scope(agent, user)
         self._clock = clock
 
     @property
-    def scope(self) -> AgentScope:
+    def scope(self) -> CompositeScope:
         return self._scope
 
     def list(self) -> list[ExperienceFile]:

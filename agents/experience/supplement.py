@@ -81,7 +81,8 @@ def render_listing(files: list[ExperienceFile]) -> str:
 
 
 def store_for(ctx: ToolContext, agent: str | None = None) -> ExperienceStore:
-    return ExperienceStore(kv=ctx.services.bundle.kv, agent=agent or ctx.agent.name)
+    """The lessons of the run's agent for the run's user (lessons are per user)."""
+    return ExperienceStore(kv=ctx.services.bundle.kv, agent=agent or ctx.agent.name, user=ctx.user_id)
 
 
 # -- the agent's tool -------------------------------------------------------------------------
@@ -121,7 +122,7 @@ class ExperienceTool(Tool):
 
 
 class ExperienceProvider(MemoryProvider):
-    """``<available_experiences>``: each lesson's name and description, newest first, within
+    """``<available_experiences>``: each of the turn's user's lessons (name and description), newest first, within
     ``budget_tokens``; the agent reads a full lesson with the ``experience`` tool."""
 
     name = SECTION_NAME
@@ -130,9 +131,9 @@ class ExperienceProvider(MemoryProvider):
         self._budget = budget_tokens
 
     def provide(self, ctx: AssemblyContext) -> Section | None:
-        if ctx.config.is_subagent or not ctx.config.experience_enabled:
-            return None
-        files = ExperienceStore(kv=ctx.stores.kv, agent=ctx.agent).list()
+        if ctx.config.is_subagent or not ctx.config.experience_enabled or ctx.user is None:
+            return None  # no user, no lessons: lessons are per user
+        files = ExperienceStore(kv=ctx.stores.kv, agent=ctx.agent, user=ctx.user).list()
         if not files:
             return None
         chosen: list[str] = []

@@ -14,6 +14,7 @@ The API key is handed to the SDK and otherwise never stored in a message, a log 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import email.utils
 import json
@@ -25,13 +26,14 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import openai
 from django.core.exceptions import ImproperlyConfigured
 
 from agents.llm.base import ChatModel, ModelEvent
 from agents.llm.chunks import ChunkAssembler
+from agents.llm.scrub import scrub_secrets
 from agents.llm.errors import (
     ContextLengthExceeded,
     MalformedResponse,
@@ -65,6 +67,15 @@ class _Retry(Exception):
     def __init__(self, error: ModelError, retry_after: float | None = None) -> None:
         self.error = error
         self.retry_after = retry_after
+
+
+def _basic_auth(url: str) -> dict[str, str] | None:
+    """The ``Authorization: Basic`` header of ``user:password@`` in ``url``, if it has one."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return None
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+    return {"Authorization": f"Basic {base64.b64encode(pair).decode()}"}
 
 
 def redact_url(url: str) -> str:
@@ -143,8 +154,11 @@ class OpenAIChatModel:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
+            # Credentials of the base URL go as the Basic auth header they would become anyway,
+            # and the URL without them: the HTTP client logs every request's URL.
             client = openai.AsyncOpenAI(
-                base_url=self.base_url, api_key=self._api_key, timeout=self.timeout, max_retries=0
+                base_url=redact_url(self.base_url), api_key=self._api_key, timeout=self.timeout, max_retries=0,
+                default_headers=_basic_auth(self.base_url),
             )
             self._clients[loop] = client
         return client
@@ -266,9 +280,10 @@ class OpenAIChatModel:
         return self._caused(ModelRejected(message, status_code=status), exc)
 
     def _scrub(self, text: str) -> str:
-        """``text`` without the API key, for servers that echo it in an error message."""
-        key = self._api_key
-        return text.replace(key, "[redacted]") if key and len(key) >= 8 else text
+        """``text`` without the API key, the base URL's credentials, or anything close to them
+        (servers echo what they were sent in error messages): agents.llm.scrub."""
+        key = self._api_key if self._api_key != PLACEHOLDER_API_KEY else None
+        return scrub_secrets(text, key=key, base_url=self.base_url)
 
     def _caused(self, error: ModelError, exc: openai.OpenAIError) -> ModelError:
         """``error`` chained to the SDK error, unless that one carries the key (a traceback of

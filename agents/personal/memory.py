@@ -133,11 +133,12 @@ def read_core_file(*, user, agent: str, file: str) -> CoreFileView:
     return CoreFileView(memory.read(file=file), can_edit(user=user, file=file), _history(memory, file, viewer=user))
 
 
-def experiences(*, agent: AgentNode) -> tuple[ExperienceFile, ...]:
-    """The lessons available to ``agent`` (empty when it has no experience supplement)."""
+def experiences(*, user, agent: AgentNode) -> tuple[ExperienceFile, ...]:
+    """``user``'s lessons of ``agent`` (empty when it has no experience supplement); never
+    another user's: lessons are made from one user's runs."""
     if not experience_enabled(agent):
         return ()
-    return tuple(ExperienceStore(kv=get_services().bundle.kv, agent=agent.name).list())
+    return tuple(ExperienceStore(kv=get_services().bundle.kv, agent=agent.name, user=user_id(user)).list())
 
 
 def agent_memory(*, user, agent: str) -> AgentMemory:
@@ -151,7 +152,7 @@ def agent_memory(*, user, agent: str) -> AgentMemory:
             CoreFileView(memory.read(file=f), can_edit(user=user, file=f), _history(memory, f, viewer=user))
             for f in CORE_FILES
         )
-    return AgentMemory(node, enabled, files, experience_enabled(node), experiences(agent=node))
+    return AgentMemory(node, enabled, files, experience_enabled(node), experiences(user=user, agent=node))
 
 
 def update_core_file(*, user, agent: str, file: str, text: str, expected_version: int) -> CoreFileState:

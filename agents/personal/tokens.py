@@ -2,7 +2,11 @@
 
 A token reads ``mdx_<prefix>_<secret>``: ``prefix`` (12 hex characters) is public, stored as
 is and used to find the row; only the sha256 of the whole token is stored, compared in
-constant time. A revoked token, or one whose user is inactive, authenticates nobody.
+constant time. A token expires ``MODEX_TOKEN_TTL_DAYS`` after it was made (0: never), and every
+token of a user is revoked when that user's password changes (a stolen password's tokens do not
+outlive the reset). A revoked or expired token, or one whose user is inactive, authenticates nobody.
+A read-only token authenticates reads (GET, HEAD, OPTIONS) only: a script that only exports
+cannot change memory if it leaks.
 ``TokenAuth`` is the django-ninja security class for ``Authorization: Bearer <token>``.
 """
 
@@ -13,6 +17,7 @@ import hmac
 import secrets
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 from ninja.security import HttpBearer, SessionAuth
@@ -53,24 +58,47 @@ def _split(raw: str) -> str | None:
     return prefix
 
 
-def create_token(*, user, name: str) -> tuple[PersonalAPIToken, str]:
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def create_token(*, user, name: str, read_only: bool = False) -> tuple[PersonalAPIToken, str]:
     """A new token for ``user``: the row and the token text, which is never retrievable again."""
     name = " ".join((name or "").split())
     if not name:
         raise InvalidTokenName("Give the token a name, e.g. the script that will use it.")
     if len(name) > MAX_NAME:
         raise InvalidTokenName(f"A token name has at most {MAX_NAME} characters.")
-    if PersonalAPIToken.objects.filter(user=user, revoked_at__isnull=True).count() >= MAX_ACTIVE_TOKENS:
+    if sum(t.active for t in PersonalAPIToken.objects.filter(user=user, revoked_at__isnull=True)) >= MAX_ACTIVE_TOKENS:
         raise InvalidTokenName(f"You have {MAX_ACTIVE_TOKENS} active tokens; revoke one you no longer use first.")
     for _ in range(5):
         prefix = secrets.token_hex(PREFIX_CHARS // 2)
         raw = f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
         try:
-            token = PersonalAPIToken.objects.create(user=user, name=name, prefix=prefix, digest=_digest(raw))
+            token = PersonalAPIToken.objects.create(
+                user=user, name=name, prefix=prefix, digest=_digest(raw), expires_at=_expiry(), read_only=read_only
+            )
         except IntegrityError:  # a prefix collision: astronomically rare, just draw again
             continue
         return token, raw
     raise TokenError("Could not create a token; try again.")
+
+
+def _expiry():
+    days = settings.MODEX_TOKEN_TTL_DAYS
+    return timezone.now() + timedelta(days=days) if days else None
+
+
+def revoke_all_tokens(*, user) -> int:
+    """Revoke every active token of ``user`` (their password changed); how many were."""
+    return PersonalAPIToken.objects.filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+def revoke_tokens_on_password_change(sender, instance, created: bool, **kwargs) -> None:
+    """post_save of the user model: ``set_password`` leaves the new raw password in
+    ``_password`` until the save has finished; a login's silent hash upgrade clears it first,
+    so only a real change of password revokes."""
+    if not created and getattr(instance, "_password", None) is not None:
+        revoke_all_tokens(user=instance)
 
 
 def list_tokens(*, user) -> list[PersonalAPIToken]:
@@ -89,15 +117,18 @@ def revoke_token(*, user, token_id: int) -> PersonalAPIToken:
     return token
 
 
-def authenticate_token(raw: str):
-    """The active user a token belongs to, or None (malformed, unknown, revoked, inactive)."""
+def authenticate_token(raw: str, *, method: str = "GET"):
+    """The active user a token belongs to, or None (malformed, unknown, revoked, expired,
+    inactive, or read-only and ``method`` is not a read)."""
     prefix = _split(raw)
     if prefix is None:
         return None
     token = PersonalAPIToken.objects.select_related("user").filter(prefix=prefix).first()
     if token is None or not hmac.compare_digest(token.digest, _digest(raw)):
         return None
-    if token.revoked_at is not None or not token.user.is_active:
+    if not token.active or not token.user.is_active:
+        return None
+    if token.read_only and method.upper() not in SAFE_METHODS:
         return None
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > TOUCH_EVERY:
@@ -108,8 +139,16 @@ def authenticate_token(raw: str):
 class TokenAuth(HttpBearer):
     """``Authorization: Bearer <personal API token>``. Sets ``request.user`` to the token's user."""
 
+    def __call__(self, request):
+        # ninja's HttpBearer logs a header of another scheme whole, at ERROR ("Token mdx_..."
+        # or "Basic <password>"): read it here and never log it.
+        scheme, _, token = (request.headers.get(self.header) or "").strip().partition(" ")
+        if scheme.lower() != self.openapi_scheme or not token.strip():
+            return None
+        return self.authenticate(request, token)
+
     def authenticate(self, request, token: str):
-        user = authenticate_token(token.strip())
+        user = authenticate_token(token.strip(), method=request.method)
         if user is not None:
             request.user = user
         return user

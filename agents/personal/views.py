@@ -38,6 +38,7 @@ class CoreFileForm(forms.Form):
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=tokens.MAX_NAME, label="Token name",
                            widget=forms.TextInput(attrs={"placeholder": "e.g. nightly export script"}))
+    read_only = forms.BooleanField(required=False, label="Read only (GET requests only)")
 
 
 def _agent_or_404(request: HttpRequest, agent: str) -> user_memory.AgentMemory:
@@ -131,7 +132,9 @@ def token_settings(request: HttpRequest) -> HttpResponse:
         form = TokenForm(request.POST)
         if form.is_valid():
             try:
-                token, created = tokens.create_token(user=request.user, name=form.cleaned_data["name"])
+                token, created = tokens.create_token(
+                    user=request.user, name=form.cleaned_data["name"], read_only=form.cleaned_data["read_only"]
+                )
             except tokens.TokenError as exc:
                 form.add_error("name", str(exc))
                 status = 422

@@ -87,7 +87,7 @@ class ToolContext:
     user_id: str
     session: SessionScope
     scratchpad: RunScratchpad
-    hooks: RuntimeHooks
+    hooks: RuntimeHooks = field(default_factory=RuntimeHooks)  # the run's (Runtime.hooks_for)
     depth: int = 0
     subagent_sessions: list[SessionScope] = field(default_factory=list)
 

@@ -63,6 +63,8 @@ from memory.compression.pruned_format import (
     render_file,
 )
 from memory.messages import Message, utcnow
+from memory.stores.fsio import DIR_MODE as CATALOG_DIR_MODE
+from memory.stores.fsio import FILE_MODE as CATALOG_FILE_MODE
 from memory.scopes import SessionScope
 
 _NAME_RE = re.compile(r"^(\d{6,})-seq(\d{9,})-(\d{9,})\.md$")
@@ -236,7 +238,9 @@ class PrunedCatalog:
         number = max((info.number for info in infos), default=0) + 1
         cleanup_at = cleanup_at or utcnow()
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            # Private to the service's user, like the file store: a catalog holds whole messages.
+            directory.parent.mkdir(mode=CATALOG_DIR_MODE, parents=True, exist_ok=True)
+            directory.mkdir(mode=CATALOG_DIR_MODE, exist_ok=True)
             self._sweep_temps(directory)
             while True:
                 name = f"{number:06d}-seq{fresh[0].seq:09d}-{fresh[-1].seq:09d}.md"
@@ -316,7 +320,7 @@ def _write_atomically(directory: Path, name: str, data: bytes) -> Path:
     temp = directory / f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     final = directory / name
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, CATALOG_FILE_MODE)
         try:
             view = memoryview(data)
             while view:

@@ -13,7 +13,14 @@ from agents.runtime.events import ToolFinished, TurnFinished
 from agents.experience.hook import REVIEW_HOOK
 from agents.experience.supplement import ExperienceProvider
 from agents.experience.review import ExperienceReviewAgent, ReviewStatus, ledger_key, render_run
-from agents.experience.store import ExperienceConflict, ExperienceExists, ExperienceStore, InvalidExperience, similar
+from agents.experience.store import (
+    ExperienceConflict,
+    ExperienceExists,
+    ExperienceStore,
+    InvalidExperience,
+    experience_scope,
+    similar,
+)
 from agents.runtime.hooks import HookPoint
 from agents.llm import OfflineChatModel
 from agents.runtime.loop import Runtime, ToolContext
@@ -82,10 +89,10 @@ async def test_a_tool_error_becomes_a_lesson_listed_on_the_next_run(tmp_path, ba
         "updated": [],
         "error": None,
     }
-    store = ExperienceStore(kv=services.bundle.kv, agent="default")
+    store = ExperienceStore(kv=services.bundle.kv, agent="default", user="7")
     [lesson] = await off_loop(store.list)
     assert lesson.name == "Calling pruned_lookup" and "no pruned message number 99" in lesson.body
-    raw = (await off_loop(services.bundle.kv.get, AgentScope("default"), "experience.calling-pruned-lookup.md")).value
+    raw = (await off_loop(services.bundle.kv.get, experience_scope("default", "7"), "experience.calling-pruned-lookup.md")).value
     assert raw.startswith("---\nname: Calling pruned_lookup\ndescription: What to check before calling pruned_lookup")
     assert "\nupdated: " in raw and "\n---\n## Lesson\n" in raw
     if backend == "file":  # a real markdown file a person can open
@@ -128,7 +135,7 @@ async def test_a_second_failure_updates_the_lesson_instead_of_duplicating_it(tmp
     await turn(runtime, agent, SessionScope("exp3"), "Look up pruned message 42")
     [ran] = await arun_recorded_tasks(environment=env)
     assert ran.return_value["status"] == "reviewed" and ran.return_value["updated"] == ["calling-pruned-lookup"]
-    [lesson] = await off_loop(ExperienceStore(kv=services.bundle.kv, agent="default").list)
+    [lesson] = await off_loop(ExperienceStore(kv=services.bundle.kv, agent="default", user="7").list)
     assert lesson.version == 2 and "number 99" in lesson.body and "number 42" in lesson.body
     reviewer_tools = [
         [c["function"]["name"] for m in r["messages"] for c in m.get("tool_calls") or []]
@@ -145,10 +152,10 @@ async def test_reviewing_the_same_run_twice_writes_once(tmp_path, backend):
     [queued] = reviews()
     with task_environment(env):
         first = await review_experience.acall(**queued.kwargs)
-        kv_before = {i.key: i.version for i in await off_loop(services.bundle.kv.list, AgentScope("default"))}
+        kv_before = {i.key: i.version for i in await off_loop(services.bundle.kv.list, experience_scope("default", "7"))}
         second = await review_experience.acall(**queued.kwargs)
     assert first["status"] == "reviewed" and second["status"] == "already_reviewed"
-    assert {i.key: i.version for i in await off_loop(services.bundle.kv.list, AgentScope("default"))} == kv_before
+    assert {i.key: i.version for i in await off_loop(services.bundle.kv.list, experience_scope("default", "7"))} == kv_before
     ledger = await off_loop(services.bundle.kv.get, session, ledger_key(queued.kwargs["final_id"]))
     assert '"status": "reviewed"' in ledger.value
 
@@ -158,7 +165,7 @@ async def test_a_run_without_tool_errors_records_nothing(tmp_path, backend):
     await turn(runtime, agent, SessionScope("exp5"), "todo: water the plants")
     [ran] = await arun_recorded_tasks(environment=env)
     assert ran.return_value["status"] == "reviewed" and ran.return_value["created"] == []
-    assert await off_loop(ExperienceStore(kv=services.bundle.kv, agent="default").list) == []
+    assert await off_loop(ExperienceStore(kv=services.bundle.kv, agent="default", user="7").list) == []
     system = model.requests_with_tool("experience")[-1]["messages"][0]["content"]
     assert "<available_experiences>" not in system  # nothing to list: no section
 
@@ -175,7 +182,7 @@ async def test_a_failing_reviewer_is_retried_later_then_gives_up(tmp_path, backe
         for _ in range(2):
             outcome = await review_experience.acall(**ran.kwargs)
     assert outcome["status"] == "gave_up"
-    assert await off_loop(ExperienceStore(kv=services.bundle.kv, agent="default").list) == []
+    assert await off_loop(ExperienceStore(kv=services.bundle.kv, agent="default", user="7").list) == []
 
 
 def test_subagents_and_agents_without_the_supplement_get_no_experience(tmp_path):
@@ -233,7 +240,7 @@ async def test_a_subagent_run_queues_no_review(tmp_path, backend):
 
 
 def test_the_store_refuses_near_duplicates_and_stale_writes(bundle):
-    store = ExperienceStore(kv=bundle.kv, agent="default")
+    store = ExperienceStore(kv=bundle.kv, agent="default", user="7")
     created = store.create(name="Calling the todo tool", description="Before todo", body="Check the item.")
     assert created.slug == "calling-the-todo-tool" and created.version == 1
     with pytest.raises(ExperienceExists, match="calling-the-todo-tool") as exc:
@@ -252,7 +259,7 @@ def test_the_store_refuses_near_duplicates_and_stale_writes(bundle):
 
 
 def test_the_section_fits_its_budget_and_escapes(bundle):
-    store = ExperienceStore(kv=bundle.kv, agent="default")
+    store = ExperienceStore(kv=bundle.kv, agent="default", user="7")
     for i in range(30):
         store.create(
             name=f"Lesson number {i} about topic{i}", description=f"When <tag> & topic{i} come up " * 3, body="b"
@@ -266,6 +273,8 @@ def test_the_section_fits_its_budget_and_escapes(bundle):
     assert ExperienceProvider().provide(replace(ctx, config=MemoryConfig())) is None
     other = replace(ctx, agent="someone-else")
     assert ExperienceProvider().provide(other) is None  # lessons are per agent
+    assert ExperienceProvider().provide(replace(ctx, user="8")) is None  # and per user
+    assert ExperienceProvider().provide(replace(ctx, user=None)) is None
 
 
 def test_the_run_is_rendered_with_errors_marked_and_escaped():

@@ -91,9 +91,9 @@ def test_two_workers_reviewing_the_same_run_record_one_lesson(shared, tmp_path):
     assert busy["done"] == "busy" and working["done"] == "reviewed", (busy, working)
     assert working["result"]["created"] == ["calling-pruned-lookup"]
 
-    [lesson] = ExperienceStore(kv=shared.bundle.kv, agent="default").list()
+    [lesson] = ExperienceStore(kv=shared.bundle.kv, agent="default", user="7").list()
     assert lesson.version == 1
     again = shared.spawn("review", args).result()
     assert again["done"] == "already_reviewed"
-    [same] = ExperienceStore(kv=shared.bundle.kv, agent="default").list()
+    [same] = ExperienceStore(kv=shared.bundle.kv, agent="default", user="7").list()
     assert same.version == 1

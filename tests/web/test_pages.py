@@ -44,8 +44,14 @@ def test_login_page_and_login_flow(client, django_user_model):
     assert b"didn&#x27;t match" in bad.content or b"didn't match" in bad.content
 
 
-def test_api_health_and_docs(client):
+@pytest.mark.django_db
+def test_api_health_and_docs(client, django_user_model):
     assert client.get("/api/health").json() == {"status": "ok"}
+    # The docs and the schema are for callers of the API: signed in (or a token) first.
+    docs = client.get("/api/docs")
+    assert docs.status_code == 302 and docs["Location"].startswith(reverse("login"))
+    assert client.get("/api/openapi.json").status_code == 401
+    client.force_login(django_user_model.objects.create_user(username="reader", password="pw-for-tests-1"))
     assert client.get("/api/docs").status_code == 200
     schema = client.get("/api/openapi.json").json()
     assert schema["info"]["title"] == "Modex API"

@@ -81,17 +81,11 @@ def chat_runtime(make_runtime) -> Runtime:
 
 
 @pytest.fixture
-def allowed_hosts():
-    """Allow the test client's host in the real application's origin validator, which took its
-    own reference to ALLOWED_HOSTS when modex_web.asgi was imported (empty in tests)."""
-    from modex_web.asgi import application
-
-    hosts = application.application_mapping["websocket"].allowed_origins
-    added = [h for h in ("testserver", "localhost") if h not in hosts]
-    hosts.extend(added)
-    yield hosts
-    for host in added:
-        hosts.remove(host)
+def allowed_hosts(settings):
+    """Allow the test client's hosts; the socket's origin check (modex_web.websocket) reads
+    ALLOWED_HOSTS at every handshake."""
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver", "localhost"]
+    return settings.ALLOWED_HOSTS
 
 
 @pytest.fixture

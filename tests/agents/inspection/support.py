@@ -139,9 +139,10 @@ def seed(services: MemoryServices, user, *, agent: str = "default", marker: str 
     core.append(file="MEMORY.md", text=f"- {marker} lives by the sea", source="dream")
     if not bundle.kv.get(AgentScope(agent), "SOUL.md"):
         core.rewrite(file="SOUL.md", text="I am a careful assistant.", source="system", expected_version=0)
-        ExperienceStore(kv=bundle.kv, agent=agent).create(
-            name="Checking the weather", description="Use search before answering", body=f"Search first. {HOSTILE}"
-        )
+    ExperienceStore(kv=bundle.kv, agent=agent, user=str(user.pk)).create(  # lessons are per user
+        name="Checking the weather", description=f"Use search before answering ({marker})",
+        body=f"Search first. {HOSTILE}",
+    )
     bundle.kv.put(session, "todo.json", '[{"content": "find tides", "done": false}]')
     bundle.cursors.set(scope, "dream", document.seq)
     return Seeded(conversation, session, scope, document, bundle.messages.read(session), evicted)

@@ -198,7 +198,9 @@ def test_scope_tree_read_and_staff_only_update(services, owner, staff, memory_bo
 
 
 def test_openapi_schema_is_served(services, owner):
-    response = Client().get("/api/openapi.json")
+    assert Client().get("/api/openapi.json").status_code == 401  # to callers of the API only
+    _, raw = create_token(user=owner, name="docs")
+    response = Client().get("/api/openapi.json", **bearer(raw))
     assert response.status_code == 200
     paths = response.json()["paths"]
     for path in ("/api/conversations", "/api/agents/{agent}/core/{file}", "/api/scopes", "/api/memory/archives"):

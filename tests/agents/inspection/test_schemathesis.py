@@ -36,16 +36,16 @@ def keep_connection():
 
 
 @pytest.fixture
-def api_schema(services, staff, settings, keep_connection):
-    settings.ALLOWED_HOSTS = ["*"]
-    seed(services, staff)
-    return schemathesis.openapi.from_wsgi("/api/openapi.json", application)
-
-
-@pytest.fixture
 def auth_headers(staff) -> dict:
     _, raw = create_token(user=staff, name="schemathesis")
     return {"Authorization": f"Bearer {raw}"}
+
+
+@pytest.fixture
+def api_schema(services, staff, settings, keep_connection, auth_headers):
+    settings.ALLOWED_HOSTS = ["*"]
+    seed(services, staff)
+    return schemathesis.openapi.from_wsgi("/api/openapi.json", application, headers=auth_headers)  # not public
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["positive", "negative"])

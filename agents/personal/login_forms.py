@@ -1,0 +1,42 @@
+"""The sign-in forms (site and admin) with the throttle of agents/personal/login.py in front."""
+
+from __future__ import annotations
+
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
+
+from agents.personal import login
+
+
+class _Throttled:
+    """Refuse a locked account or address before the password is checked; count failures."""
+
+    throttled: str | None = None
+
+    def clean(self):
+        username = self.cleaned_data.get("username") or ""
+        address = login.client_address(self.request)
+        lock = login.locked(username=username, address=address)
+        if lock is not None:
+            self.throttled = lock.message()
+            raise ValidationError(self.throttled, code="throttled")
+        try:
+            cleaned = super().clean()
+        except ValidationError:
+            if self.user_cache is None and username and self.cleaned_data.get("password"):
+                lock = login.record_failure(username=username, address=address)
+                if lock is not None:
+                    self.throttled = lock.message()
+                    raise ValidationError(self.throttled, code="throttled") from None
+            raise
+        login.record_success(username=username)
+        return cleaned
+
+
+class ThrottledAuthenticationForm(_Throttled, AuthenticationForm):
+    pass
+
+
+class ThrottledAdminAuthenticationForm(_Throttled, AdminAuthenticationForm):
+    pass
