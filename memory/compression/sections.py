@@ -64,11 +64,15 @@ def _render(pieces: list[tuple[str, str]], note: str | None) -> str:
     return "\n\n".join(blocks)
 
 
-def _shares(costs: list[int], available: int) -> list[int]:
-    """Water-filling: each piece gets min(its cost, an equal share of what is left)."""
+def _shares(costs: list[int], available: int, protected: set[int] = frozenset()) -> list[int]:
+    """Water-filling: each piece gets min(its cost, an equal share of what is left); protected
+    pieces are served first, whole if they fit."""
     shares = [0] * len(costs)
     remaining = max(0, available)
-    order = sorted(range(len(costs)), key=lambda i: costs[i])
+    for index in protected:
+        shares[index] = min(costs[index], remaining)
+        remaining -= shares[index]
+    order = sorted((i for i in range(len(costs)) if i not in protected), key=lambda i: costs[i])
     for k, index in enumerate(order):
         share = remaining // (len(order) - k)
         shares[index] = min(costs[index], share)
@@ -76,11 +80,12 @@ def _shares(costs: list[int], available: int) -> list[int]:
     return shares
 
 
-def fit_sections(text: str, budget: int, *, note: str | None = None) -> str:
+def fit_sections(text: str, budget: int, *, note: str | None = None, protect: str | None = None) -> str:
     """``text`` within ``budget`` tokens, every section shortened to its share, none dropped.
 
     Unchanged when it fits. Otherwise ``note`` (a line saying the summary was shortened) goes
-    first when it fits too. Text without any section heading is cut as one section.
+    first when it fits too. The section named ``protect`` (e.g. "Reasoning trail") is served
+    before the others share the rest. Text without any section heading is cut as one section.
     """
     if tok.count_text(text) <= budget:
         return text
@@ -94,13 +99,15 @@ def fit_sections(text: str, budget: int, *, note: str | None = None) -> str:
         # Not even the headings fit: keep as many of them as the budget holds.
         return tok.truncate_text(_render([(h, "") for h, _ in pieces], None), budget, marker=_ELLIPSIS)
     costs = [tok.count_text(body) for _, body in pieces]
-    shares = _shares(costs, available)
+    protected = {i for i, (heading, _) in enumerate(pieces) if protect and heading.lstrip("#* ").startswith(protect)}
+    shares = _shares(costs, available, protected)
     for _ in range(2 * len(pieces) + 8):
         fitted = [(heading, _cut_body(body, share)) for (heading, body), share in zip(pieces, shares, strict=True)]
         result = _render(fitted, current_note)
         excess = tok.count_text(result) - budget
         if excess <= 0:
             return result
-        largest = max(range(len(shares)), key=lambda i: shares[i])
+        others = [i for i in range(len(shares)) if i not in protected and shares[i]] or range(len(shares))
+        largest = max(others, key=lambda i: shares[i])
         shares[largest] = max(0, shares[largest] - excess - 1)
     return tok.truncate_text(result, budget, marker=_ELLIPSIS)
