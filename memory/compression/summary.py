@@ -118,7 +118,7 @@ def shortened_note(budget: int) -> str:
 
 def summary_budget(config: MemoryConfig) -> int:
     """Tokens a compact summary may take so that summary + kept tail stays below the threshold."""
-    return max(96, min(2048, (config.threshold - config.keep) // 2))
+    return config.summary_budget
 
 
 # -- calling the summarizer -------------------------------------------------------------------
