@@ -2,6 +2,13 @@
 
 ``agents.declarations`` builds one per declared node (preset + the node's ``memory:`` block);
 ``memory`` only reads it, so the memory system never imports agents/.
+
+Construction rejects values that contradict each other (``InvalidMemoryConfig``).
+``budget_problems()`` checks the window accounting: whether what a cleanup leaves (the compact
+summary and the kept tail) fits beside the memory sections and the reply (else the summary,
+the oldest message, is the first the context drops), whether a cleanup can bring the session
+under the threshold at all, and whether the pruned section can say what it must. The declaration layer reports both
+at boot, with the YAML path of the key to change.
 """
 
 from __future__ import annotations
@@ -14,10 +21,24 @@ SUBAGENT_PRESET = "subagent_memory"
 DEFAULT_CONTEXT_WINDOW = 16384
 DEFAULT_THRESHOLD_RATIO = 0.75
 DEFAULT_KEEP_RATIO = 0.40
+REPLY_RESERVE_CAP = 1024  # tokens kept free for the model's answer: an eighth of the window, at most this
+SUMMARY_HEADER_TOKENS = 64  # the compact summary's one-line header, beside its body budget
+# The smallest <pruned_messages> section that still says how many messages were removed and
+# how to read them (PrunedProvider's compact form, with five-digit counts).
+PRUNED_MIN_BUDGET = 64
 
 
 class InvalidMemoryConfig(ValueError):
     """A memory configuration whose values contradict each other."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetProblem:
+    """One way the budgets do not fit the window. ``keys`` are the settings involved, the one to
+    change first leading; ``message`` says what does not fit and by how much."""
+
+    keys: tuple[str, ...]
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +86,63 @@ class MemoryConfig:
         if self.keep_tokens is not None:
             return self.keep_tokens
         return int(self.threshold * DEFAULT_KEEP_RATIO)
+
+    @property
+    def reply_reserve(self) -> int:
+        """Tokens of the window kept free for the model's answer (the assembler's default)."""
+        return min(REPLY_RESERVE_CAP, self.context_window // 8)
+
+    @property
+    def summary_budget(self) -> int:
+        """Tokens a compact summary body may take so that summary + kept tail stays below the threshold."""
+        return max(96, min(2048, (self.threshold - self.keep) // 2))
+
+    def budget_problems(self) -> tuple[BudgetProblem, ...]:
+        """Every way this configuration's budgets do not fit its window (empty when they do).
+
+        Not raised at construction (a config built in code may be deliberately tight); the
+        declaration layer reports these at boot.
+        """
+        problems = []
+        if self.pruned_budget_tokens < PRUNED_MIN_BUDGET:
+            problems.append(
+                BudgetProblem(
+                    ("pruned_budget_tokens",),
+                    f"pruned_budget_tokens ({self.pruned_budget_tokens}) is below {PRUNED_MIN_BUDGET} tokens, the "
+                    "smallest pruned catalog section that still says how many messages were removed",
+                )
+            )
+        summary = self.summary_budget + SUMMARY_HEADER_TOKENS
+        parts = [
+            ("the kept tail", "keep_tokens", self.keep),
+            ("the compact summary", "compression_threshold", summary),
+            ("the pruned catalog", "pruned_budget_tokens", self.pruned_budget_tokens),
+        ]
+        if self.archive_enabled:
+            parts.append(("the archive summaries", "archive_budget_tokens", self.archive_budget_tokens))
+        parts.append(("the reply", "", self.reply_reserve))
+        needed = sum(tokens for _, _, tokens in parts)
+        if needed > self.context_window:
+            listed = ", ".join(f"{what} {tokens}" for what, _, tokens in parts)
+            # The biggest memory section first: it is what a small window most often cannot afford.
+            sections = sorted((p for p in parts if p[1].endswith("budget_tokens")), key=lambda p: -p[2])
+            keys = (*(key for _, key, _ in sections), "keep_tokens", "compression_threshold")
+            problems.append(
+                BudgetProblem(
+                    keys,
+                    f"the context window ({self.context_window} tokens) cannot hold what a cleanup leaves beside the "
+                    f"memory sections and the reply ({listed}: {needed} tokens, {needed - self.context_window} too "
+                    "many), so the compact summary would be dropped from the context",
+                )
+            )
+        after = self.keep + self.summary_budget + SUMMARY_HEADER_TOKENS
+        if after > self.threshold:
+            problems.append(
+                BudgetProblem(
+                    ("keep_tokens", "compression_threshold"),
+                    f"a cleanup cannot bring the session under the threshold ({self.threshold}): the kept tail "
+                    f"({self.keep}) and the compact summary (up to {self.summary_budget + SUMMARY_HEADER_TOKENS}) "
+                    f"take {after} tokens, so every step would clean up again",
+                )
+            )
+        return tuple(problems)

@@ -326,7 +326,7 @@ class _Walker(NodeReader):
     ) -> MemoryConfig | None:
         values = dict(overrides)
         try:
-            return MemoryConfig(
+            config = MemoryConfig(
                 preset=MAIN_AGENT_PRESET if depth == 0 else SUBAGENT_PRESET,
                 context_window=model.context_window,
                 experience_enabled="experience" in supplements,
@@ -350,3 +350,24 @@ class _Walker(NodeReader):
                 hint="Lower the threshold, or raise model.context_window.",
             )
             return None
+        problems = config.budget_problems()
+        for problem in problems:
+            self.add(
+                ProblemCode.MEMORY_CONFIG,
+                *self._blame(entries, path, key, problem.keys, values),
+                f"{problem.message}.",
+                hint=f"Lower {' or '.join(problem.keys)} in the memory block, or raise model.context_window.",
+            )
+        return None if problems else config
+
+    @staticmethod
+    def _blame(entries: dict, path: Path, key: ScalarNode, keys: tuple[str, ...], values: dict) -> tuple[Path, Node]:
+        """Where a budget problem points: the first of ``keys`` the memory block sets, else the
+        block itself, else the agent (its budgets are all defaults sized by the window)."""
+        culprit = next((k for k in keys if k in values), None)
+        if culprit is not None:
+            block = entries["memory"][1]
+            return (*path, "memory", culprit), next(k for k, _ in block.value if k.value == culprit)
+        if "memory" in entries:
+            return (*path, "memory"), entries["memory"][0]
+        return path, key

@@ -43,9 +43,8 @@ TOOLS = "tools"
 MESSAGES = "messages"
 SECTION_SEPARATOR = "\n\n"
 
-# Room left for the model's reply when the caller does not say: an eighth of the window, at
-# most 1024 tokens.
-_DEFAULT_RESERVE_CAP = 1024
+# Room left for the model's reply when the caller does not say: MemoryConfig.reply_reserve (an
+# eighth of the window, at most 1024 tokens), the figure its budget checks count with.
 
 
 class AssemblyError(Exception):
@@ -201,7 +200,7 @@ class ContextAssembler:
     def reply_reserve(self, config: MemoryConfig) -> int:
         if self._reply_reserve is not None:
             return min(self._reply_reserve, config.context_window // 2)
-        return min(_DEFAULT_RESERVE_CAP, config.context_window // 8)
+        return config.reply_reserve
 
     def _build(
         self,

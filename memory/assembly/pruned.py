@@ -31,8 +31,10 @@ _JOIN_SLACK = 1
 class PrunedProvider(MemoryProvider):
     """The pruned catalog of ``ctx.session`` within ``config.pruned_budget_tokens``.
 
-    If the budget cannot hold a single entry, the section still says how many messages were
-    removed and how to look them up: the count is what prevents a silent hole.
+    If the budget cannot hold a single entry, the section shrinks to a compact form that still
+    says how many messages were removed and how to look them up: the count is what prevents a
+    silent hole. That form fits any budget of at least ``PRUNED_MIN_BUDGET`` (which boot
+    validation requires), so the section never exceeds a validated budget.
     """
 
     name = SECTION_NAME
@@ -70,10 +72,23 @@ class PrunedProvider(MemoryProvider):
             omitted = total - shown
             newest = newest_first[shown].seq if omitted else None
             text = self._render(rendered[:shown], total=total, omitted=omitted, newest_omitted=newest)
-            if shown == 0 or count_text(text) <= budget:
+            if count_text(text) <= budget:
+                break
+            if shown == 0:
+                text = self._compact(total=total, newest=newest_first[0].seq)
                 break
             shown -= 1
         return Section.of(name=SECTION_NAME, tag=TAG, text=text, items=shown)
+
+    @staticmethod
+    def _compact(*, total: int, newest: int) -> str:
+        more = element(
+            "more",
+            f"{total} earlier message(s), numbers {newest} and below, were removed by cleanup; "
+            f"{LOOKUP_TOOL} returns any of them in full.",
+            attrs={"count": total},
+        )
+        return wrap(TAG, [more], attrs={"total": total, "shown": 0})
 
     # -- rendering ----------------------------------------------------------------------------
 

@@ -15,6 +15,11 @@ result sticks to the unit before it (one at the very head is evicted with the fi
 cut therefore never adds a violation; ``repair_transcript`` is the runtime's job before a model
 call.
 
+An open chain at the end of the session (an assistant message whose tools are still running,
+with none or some of its results stored) is always kept, whatever keep_tokens says: its late
+results will be appended after whatever the cut leaves, and evicting the call would leave
+them orphaned after the compact summary.
+
 Cost: one pass over cached counts (``Message.tokens``); nothing is re-tokenized unless a
 message was never counted.
 """
@@ -75,7 +80,8 @@ def choose_boundary(*, messages: Sequence[Message], keep_tokens: int) -> PruneBo
 
     ``messages`` are the live session in seq order (every one with a seq). The tail may be
     empty when even the last unit is larger than ``keep_tokens`` (e.g. one huge message): that
-    unit is evicted whole and the catalog keeps it. A ``[compact_summary]`` at the head is
+    unit is evicted whole and the catalog keeps it, unless it is an open chain at the end
+    (``open_chain_start``): that one is kept even when larger than ``keep_tokens``. A ``[compact_summary]`` at the head is
     always evicted with the rest; if it would be the only thing evicted, nothing is (the
     boundary is empty), so cleaning a freshly cleaned session changes nothing.
     """
@@ -84,6 +90,7 @@ def choose_boundary(*, messages: Sequence[Message], keep_tokens: int) -> PruneBo
     for message in messages:
         if message.seq is None:
             raise ValueError("choose_boundary needs stored messages (every message must have a seq)")
+    open_start = open_chain_start(messages)
 
     cut = count
     kept_tokens = 0
@@ -92,7 +99,7 @@ def choose_boundary(*, messages: Sequence[Message], keep_tokens: int) -> PruneBo
         unit_tokens += counts[index]
         if messages[index].role == "tool":
             continue  # a tool result never starts a unit: it belongs to the call before it
-        if kept_tokens + unit_tokens > keep_tokens:
+        if kept_tokens + unit_tokens > keep_tokens and index != open_start:
             break
         kept_tokens += unit_tokens
         unit_tokens = 0
@@ -109,3 +116,19 @@ def choose_boundary(*, messages: Sequence[Message], keep_tokens: int) -> PruneBo
         evicted_tokens=sum(counts[:cut]),
         kept_tokens=kept_tokens,
     )
+
+
+def open_chain_start(messages: Sequence[Message]) -> int | None:
+    """Index of the assistant message of a chain still open at the end of ``messages``, or None.
+
+    Open: the last non-tool message calls tools and not every call has its result after it
+    (only tool messages follow it)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.role == "tool":
+            continue
+        if message.role != "assistant" or not message.tool_calls:
+            return None
+        answered = {m.tool_call_id for m in messages[index + 1 :]}
+        return index if any(call.id not in answered for call in message.tool_calls) else None
+    return None

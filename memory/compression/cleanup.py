@@ -71,9 +71,12 @@ class CleanupStatus(enum.StrEnum):
 
 
 class CleanupFailed(Exception):
-    """A step of the cleanup failed (disk full, store down); ``step`` names it.
+    """A step of the cleanup failed (disk full, store down, a bug); ``step`` names it.
 
-    The message says what state the session is in; in every case the next cleanup resumes.
+    Every fault inside the pipeline surfaces as this exception, whatever step it happened in
+    (reading the session, loading the intent, the lease, choosing the boundary, the summary,
+    the catalog, the archive, the commit, the hooks), chained to the original exception. The
+    message says what state the session is in; in every case the next cleanup resumes.
     """
 
     def __init__(self, message: str, *, step: str, session: SessionScope) -> None:
@@ -127,19 +130,37 @@ def _result(run: CleanupRun, status: CleanupStatus, reason: str, head: SessionHe
 
 
 _UNCHANGED = "The session is unchanged; the next cleanup resumes from here."
+_BEFORE_LEASE = "The session is unchanged and no cleanup was started."
 _SETTLED_LATER = "The session is either unchanged or compacted; the next cleanup settles which and finishes."
 _COMPACTED = "The session was compacted; the next cleanup clears the leftover intent."
+_COMPACTED_DONE = "The session was compacted and the cleanup is complete; only its CLEANUP_FINISHED handlers did not all run."
 
 
-async def _step(name: str, run: CleanupRun, awaitable: Any, *, outcome: str = _UNCHANGED) -> Any:
+def _failed(name: str, session: SessionScope, exc: Exception, outcome: str) -> CleanupFailed:
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    return CleanupFailed(f"cleanup of {session.key()} failed at {name}: {detail}. {outcome}", step=name, session=session)
+
+
+async def _step(name: str, run: CleanupRun | SessionScope, awaitable: Any, *, outcome: str = _UNCHANGED) -> Any:
+    """Await one step; any fault but the pipeline's own outcomes becomes CleanupFailed(step=name).
+
+    ``run`` may be the bare session for the steps before the run exists (the lease)."""
+    session = run if isinstance(run, SessionScope) else run.session
     try:
         return await awaitable
-    except (Abort, LeaseLost, CleanupFailed):
-        raise
+    except (Abort, LeaseBusy, LeaseLost, CleanupFailed):
+        raise  # the pipeline's own outcomes, turned into results by the caller
     except Exception as exc:
-        raise CleanupFailed(
-            f"cleanup of {run.session.key()} failed at {name}: {exc}. {outcome}", step=name, session=run.session
-        ) from exc
+        raise _failed(name, session, exc, outcome) from exc
+
+
+async def _sync_step(name: str, run: CleanupRun, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
+    """``_step`` for a plain (sync, in-memory) step such as choosing the boundary."""
+
+    async def call() -> Any:
+        return fn(**kwargs)
+
+    return await _step(name, run, call())
 
 
 def _commit_reason(
@@ -181,7 +202,7 @@ async def _complete(
         "the pruned catalog", run, steps.write_catalog(run=run, history=history, cleanup_at=intent.cleanup_at)
     )
     document_id = await _step("the archive", run, steps.write_archive(run=run, intent=intent, history=history))
-    await steps.keep_lease(run)
+    await _step("the lease", run, steps.keep_lease(run))
     pruned, attempts = await _step(
         "the commit", run, steps.commit(run=run, intent=intent, expected_version=head.version), outcome=_SETTLED_LATER
     )
@@ -220,24 +241,28 @@ async def _complete(
         fallback_summary=intent.fallback,
         through_seq=intent.through_seq,
     )
-    await steps.finished(run=run, event=event)
+    await _step("CLEANUP_FINISHED", run, steps.finished(run=run, event=event), outcome=_COMPACTED_DONE)
     return result
 
 
 async def _pass(*, run: CleanupRun, force: bool) -> CleanupResult:
-    head: SessionHead = await io(run.bundle.messages.head, run.session)
-    live: list[Message] = await io(run.bundle.messages.read, run.session)
-    intent = await steps.load_intent(run=run, live=live)
+    head: SessionHead = await _step("reading the session", run, io(run.bundle.messages.head, run.session))
+    live: list[Message] = await _step("reading the session", run, io(run.bundle.messages.read, run.session))
+    intent = await _step("loading the intent", run, steps.load_intent(run=run, live=live))
     if intent is not None:
         return await _complete(run=run, intent=intent, head=head, live=live, resumed=True)
     threshold = run.config.threshold
     if not force and head.tokens <= threshold:
         return _result(run, CleanupStatus.SKIPPED, f"{head.tokens} tokens is within the threshold of {threshold}", head)
-    await run.hooks.adispatch(
-        MemoryHookPoint.CLEANUP_TRIGGERED,
-        CleanupTriggered(session=run.session, tokens=head.tokens, threshold=threshold, forced=force),
+    await _step(
+        "CLEANUP_TRIGGERED",
+        run,
+        run.hooks.adispatch(
+            MemoryHookPoint.CLEANUP_TRIGGERED,
+            CleanupTriggered(session=run.session, tokens=head.tokens, threshold=threshold, forced=force),
+        ),
     )
-    boundary = steps.choose(messages=live, keep_tokens=run.config.keep)
+    boundary = await _sync_step("choosing the boundary", run, steps.choose, messages=live, keep_tokens=run.config.keep)
     if boundary.through_seq is None:
         return _result(
             run,
@@ -246,8 +271,9 @@ async def _pass(*, run: CleanupRun, force: bool) -> CleanupResult:
             head,
         )
     cleanup_at = run.now()
-    outcome = await steps.summarize(run=run, boundary=boundary, cleanup_at=cleanup_at)
-    await steps.keep_lease(run)  # the summarizer may have taken long: is the lease still ours?
+    outcome = await _step("the summary", run, steps.summarize(run=run, boundary=boundary, cleanup_at=cleanup_at))
+    # The summarizer may have taken long: is the lease still ours?
+    await _step("the lease", run, steps.keep_lease(run))
     if outcome.fallback:
         steps.logger.warning("cleanup of %s: fallback summary used (%s)", run.session.key(), outcome.error)
     intent = CleanupIntent(
@@ -270,12 +296,12 @@ async def _guarded_pass(*, run: CleanupRun, force: bool, head: SessionHead) -> C
         return await _pass(run=run, force=force)
     except Abort as exc:
         if not exc.resumable:
-            await io(steps.discard_intent, run)
+            await _step("discarding the intent", run, io(steps.discard_intent, run))
         reason = str(exc)
     except LeaseLost as exc:
         # Our lease ran out and another worker took over; it resumes our intent, if any.
         reason = str(exc)
-    current = await io(run.bundle.messages.head, run.session)
+    current = await _step("reading the session", run, io(run.bundle.messages.head, run.session))
     return _result(run, CleanupStatus.ABORTED, f"{reason}; nothing was committed", head, tokens_after=current.tokens)
 
 
@@ -298,17 +324,17 @@ async def arun_cleanup(
 
     Returns a CleanupResult for every expected outcome (committed, skipped, nothing to evict,
     busy, aborted); ``result.reason`` says why, e.g. why the session is still over the
-    threshold. Raises CleanupFailed when a step fails (disk full, store down); the next
-    cleanup resumes. An interrupted earlier cleanup is finished first, whatever the token
+    threshold. Raises CleanupFailed, and nothing else, when a step fails (disk full, store
+    down); the next cleanup resumes. An interrupted earlier cleanup is finished first, whatever the token
     count. ``summary_options`` defaults to the budget ``summary_budget(config)``; ``lease_ttl``
     (seconds) bounds how long a crashed worker blocks the session; ``sleep`` (retry backoff) and
     ``now`` are injectable for tests.
     """
     options = summary_options or SummaryOptions(max_tokens=summary_budget(config))
-    head: SessionHead = await io(bundle.messages.head, session)
+    head: SessionHead = await _step("reading the session", session, io(bundle.messages.head, session))
     if not force and head.tokens <= config.threshold:
         # The common case costs one head read plus one KV read (for an interrupted cleanup).
-        if await io(bundle.kv.get, session, INTENT_KEY) is None:
+        if await _step("loading the intent", session, io(bundle.kv.get, session, INTENT_KEY)) is None:
             return CleanupResult(
                 status=CleanupStatus.SKIPPED,
                 session=session,
@@ -318,8 +344,11 @@ async def arun_cleanup(
                 tokens_after=head.tokens,
             )
     try:
-        lease = await io(
-            acquire_lease, kv=bundle.kv, scope=session, name=LEASE_NAME, ttl=lease_ttl, holder=default_holder()
+        lease = await _step(
+            "the lease",
+            session,
+            io(acquire_lease, kv=bundle.kv, scope=session, name=LEASE_NAME, ttl=lease_ttl, holder=default_holder()),
+            outcome=_BEFORE_LEASE,
         )
     except LeaseBusy as exc:
         return CleanupResult(
@@ -359,7 +388,20 @@ async def arun_cleanup(
             resumed=True,
         )
     finally:
-        await io(release_lease, kv=bundle.kv, lease=run.lease)
+        await _release(run)
+
+
+async def _release(run: CleanupRun) -> None:
+    # Not raised: whatever the cleanup did is settled by now, and a lease that could not be
+    # released only blocks the next cleanup until its ttl runs out (as a crashed worker's does).
+    try:
+        await io(release_lease, kv=run.bundle.kv, lease=run.lease)
+    except Exception:
+        steps.logger.exception(
+            "cleanup of %s: the lease could not be released; it expires in at most %gs",
+            run.session.key(),
+            run.lease_ttl,
+        )
 
 
 def run_cleanup(

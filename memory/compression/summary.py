@@ -12,6 +12,13 @@ themselves, marked as such, and still carrying the previous summary. So a failin
 wipes a session and never causes a retry storm: at most ``(chunks + merges) x attempts`` calls,
 and the first exhausted call stops the model path.
 
+An answer longer than the budget is never cut from its end (that silently lost the last
+sections: reasoning trail, open tasks, tool results). The final call is re-asked once with the
+budget stated; if the second answer is still too long (or the re-ask fails), the shorter answer
+is fitted section by section (``memory.compression.sections``: each section gets its share, none
+is dropped) under a line saying so. Partial summaries of a chunked history are fitted the same
+way, without a re-ask.
+
 The summarizer's input holds every evicted message's content and ``reasoning_content`` in full
 (``memory.compression.summary_input``), except a single field larger than the summarizer's own
 window, which is given as head and tail excerpts (the pruned catalog keeps it whole). History
@@ -33,7 +40,8 @@ from typing import Any, Protocol
 
 from memory import tokens as tok
 from memory.config import MemoryConfig
-from memory.compression.fallback import FALLBACK_HEADING, fallback_body, fit_tokens
+from memory.compression.fallback import FALLBACK_HEADING, fallback_body
+from memory.compression.sections import fit_sections
 from memory.compression.summary_input import (
     SECTIONS,
     SUMMARY_PREFIX,
@@ -41,6 +49,7 @@ from memory.compression.summary_input import (
     merge_prompt,
     plan_chunks,
     serialize_message,
+    shorten_prompt,
     summary_prompt,
 )
 from memory.messages import Message
@@ -92,11 +101,24 @@ class SummaryOutcome:
     error: str | None  # why the summarizer path failed (None when it did not)
     calls: int  # summarizer calls made, retries included
     prompts: tuple[ChatPrompt, ...] = field(default=(), repr=False)  # every prompt sent, in order
+    shortened: str | None = None  # None (fit at once), REASKED or CUT_BY_SECTION
+
+
+REASKED = "re-asked"  # the first answer was over the budget; the re-asked one fit
+CUT_BY_SECTION = "cut by section"  # still over after the re-ask: each section cut to its share
+
+
+def shortened_note(budget: int) -> str:
+    """The line that marks a summary fitted section by section."""
+    return (
+        f"_(Shortened to fit its {budget}-token budget: each section was cut to its share; "
+        "the pruned catalog has the full history.)_"
+    )
 
 
 def summary_budget(config: MemoryConfig) -> int:
     """Tokens a compact summary may take so that summary + kept tail stays below the threshold."""
-    return max(96, min(2048, (config.threshold - config.keep) // 2))
+    return config.summary_budget
 
 
 # -- calling the summarizer -------------------------------------------------------------------
@@ -239,7 +261,7 @@ async def compose_summary(
     """
     previous_text = previous_summary_text(previous)
     if previous_text:
-        previous_text = fit_tokens(previous_text, options.max_tokens)
+        previous_text = fit_sections(previous_text, options.max_tokens)
     window = options.window_tokens or getattr(summarizer, "context_window", None) or 16384
     overhead = 400 + options.max_tokens + (tok.count_text(previous_text) if previous_text else 0)
     chunk_tokens = max(256, int((window - overhead) * 0.85))
@@ -250,13 +272,18 @@ async def compose_summary(
     try:
         if len(chunks) <= 1:
             only = chunks[0] if chunks else ""
-            body = await caller(summary_prompt(only, previous=previous_text, part=(1, 1), max_tokens=budget))
+            body, shortened = await _within_budget(
+                caller, summary_prompt(only, previous=previous_text, part=(1, 1), max_tokens=budget), budget
+            )
         else:
             parts = [
-                await caller(summary_prompt(chunk, previous=None, part=(i, len(chunks)), max_tokens=budget))
+                fit_sections(
+                    await caller(summary_prompt(chunk, previous=None, part=(i, len(chunks)), max_tokens=budget)),
+                    budget,
+                )
                 for i, chunk in enumerate(chunks, 1)
             ]
-            body = await _merge(caller, parts, previous=previous_text, options=options, window=window)
+            body, shortened = await _merge(caller, parts, previous=previous_text, options=options, window=window)
     except SummarizerFailed as exc:
         body = fallback_body(history=history, previous_text=previous_text, reason=exc.reason, max_tokens=budget)
         return SummaryOutcome(
@@ -267,31 +294,54 @@ async def compose_summary(
             prompts=tuple(caller.prompts),
         )
     return SummaryOutcome(
-        content=f"{header}\n\n{fit_tokens(body, budget)}",
+        content=f"{header}\n\n{body}",
         fallback=False,
         error=None,
         calls=caller.calls,
         prompts=tuple(caller.prompts),
+        shortened=shortened,
     )
+
+
+async def _within_budget(caller: _Caller, prompt: ChatPrompt, budget: int) -> tuple[str, str | None]:
+    """The final answer, at most ``budget`` tokens: asked, re-asked once, then fitted by section."""
+    first = await caller(prompt)
+    used = tok.count_text(first)
+    if used <= budget:
+        return first, None
+    try:
+        second: str | None = await caller(shorten_prompt(prompt, first, used=used, budget=budget))
+    except SummarizerFailed:
+        second = None  # the first answer is still a usable summary: fit it rather than fall back
+    if second is not None:
+        second_used = tok.count_text(second)
+        if second_used <= budget:
+            return second, REASKED
+        if second_used < used:
+            first = second
+    return fit_sections(first, budget, note=shortened_note(budget)), CUT_BY_SECTION
 
 
 async def _merge(
     caller: _Caller, parts: list[str], *, previous: str | None, options: SummaryOptions, window: int
-) -> str:
+) -> tuple[str, str | None]:
     # Merge in groups that fit the window, level by level, until one summary remains.
-    room = max(2, (window - 400 - options.max_tokens * 2) // max(1, options.max_tokens + 40))
+    budget = options.max_tokens
+    room = max(2, (window - 400 - budget * 2) // max(1, budget + 40))
     while len(parts) > 1 or previous is not None:
         if len(parts) <= room:
-            return await caller(merge_prompt(parts, previous=previous, max_tokens=options.max_tokens))
+            return await _within_budget(caller, merge_prompt(parts, previous=previous, max_tokens=budget), budget)
         parts = [
-            await caller(merge_prompt(parts[i : i + room], previous=None, max_tokens=options.max_tokens))
+            fit_sections(await caller(merge_prompt(parts[i : i + room], previous=None, max_tokens=budget)), budget)
             for i in range(0, len(parts), room)
         ]
-    return parts[0]
+    return parts[0], None
 
 
 __all__ = [
+    "CUT_BY_SECTION",
     "FALLBACK_HEADING",
+    "REASKED",
     "SECTIONS",
     "SUMMARY_PREFIX",
     "InvalidAnswer",
@@ -301,6 +351,7 @@ __all__ = [
     "SummaryOutcome",
     "clean_answer",
     "compose_summary",
+    "fit_sections",
     "fallback_body",
     "serialize_message",
     "summary_budget",

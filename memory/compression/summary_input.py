@@ -169,3 +169,19 @@ def merge_prompt(parts: Sequence[str], *, previous: str | None, max_tokens: int)
         {"role": "system", "content": _instructions(max_tokens, merge=True)},
         {"role": "user", "content": "\n\n".join(body)},
     ]
+
+
+def shorten_prompt(prompt: ChatPrompt, answer: str, *, used: int, budget: int) -> ChatPrompt:
+    """``prompt`` followed by the over-long ``answer`` and a request to rewrite it within ``budget``."""
+    headings = ", ".join(SECTIONS)
+    return [
+        *prompt,
+        {"role": "assistant", "content": answer},
+        {
+            "role": "user",
+            "content": f"That summary is {used} tokens, over the limit of {budget} tokens. Rewrite it in at most "
+            f"{budget} tokens. Keep all six sections ({headings}) with the same headings, in the same order, and "
+            "shorten each one; do not drop the reasoning trail, the open tasks or the tool results that later work "
+            "depends on. Answer with the summary only.",
+        },
+    ]

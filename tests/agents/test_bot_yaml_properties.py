@@ -9,7 +9,7 @@ import hashlib
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from agents.declarations.writeback import MemoryEdit, apply_memory_edits, write_memory_edits
@@ -23,7 +23,7 @@ COMMENT = st.one_of(st.just(""), st.sampled_from(["  # note", "   # why: because
 def declarations(draw) -> str:
     """A valid bot.yml with random shape, styles and comments."""
     step = draw(st.sampled_from([2, 4]))
-    window = draw(st.integers(4096, 65536))
+    window = draw(st.integers(8192, 65536))  # below that, the default budgets with the archive on do not fit
     names = draw(st.lists(NAMES, min_size=1, max_size=6, unique=True))
     n_main = draw(st.integers(1, len(names)))
     children: dict[str, list[str]] = {name: [] for name in names}
@@ -91,7 +91,10 @@ def edits_for(data, declaration) -> list[MemoryEdit]:
         if data.draw(st.booleans()):
             threshold = data.draw(st.one_of(st.none(), st.integers(256, window)))
             edits.append(MemoryEdit(node.name, "compression_threshold", threshold))
-    return data.draw(st.permutations(edits))
+    edits = data.draw(st.permutations(edits))
+    # Valid includes budgets that fit the window (MemoryConfig.budget_problems, checked at boot).
+    assume(not any(config.budget_problems() for config in intended(declaration, edits).values()))
+    return edits
 
 
 def intended(declaration, edits):

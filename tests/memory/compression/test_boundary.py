@@ -157,3 +157,18 @@ def test_boundary_properties(messages: list[Message], keep: int) -> None:
     before = next(span for span in spans if span[1] == boundary.cut)
     unit_tokens = sum(m.tokens or 0 for m in messages[before[0] : before[1]])
     assert boundary.kept_tokens + unit_tokens > keep or messages[before[0]].is_compact_summary
+
+
+def test_an_open_chain_at_the_end_is_kept_even_when_larger_than_keep_tokens() -> None:
+    ids = [call_id(), call_id()]
+    running = [assistant(None, calls=ids), tool(ids[0], "first result")]  # ids[1] is still running
+    messages = session(user("a"), assistant("b"), user("c"), *running, tokens=50)
+    boundary = choose_boundary(messages=messages, keep_tokens=20)
+    assert [m.content for m in boundary.evicted] == ["a", "b", "c"]
+    assert boundary.kept[0].tool_calls and len(boundary.kept) == 2 and boundary.kept_tokens == 100
+
+
+def test_a_closed_chain_larger_than_keep_tokens_is_still_evicted() -> None:
+    messages = session(user("a"), *chain("r1", "r2"), tokens=50)
+    boundary = choose_boundary(messages=messages, keep_tokens=20)
+    assert boundary.kept == () and len(boundary.evicted) == 4

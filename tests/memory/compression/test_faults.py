@@ -115,8 +115,9 @@ def test_a_crash_after_any_step_leaves_old_or_new_and_the_rerun_finishes(
     appended = bundle.messages.append(session, conversation(12))
     ids = [m.id for m in appended]
     crash_after(monkeypatch, step)
-    with pytest.raises((Crash, CleanupFailed)):
+    with pytest.raises(CleanupFailed) as failure:
         cleanup(bundle, session, catalog, config=ARCHIVE_CONFIG, archive_scope=ARCHIVE)
+    assert isinstance(failure.value.__cause__, Crash) and failure.value.step
     monkeypatch.undo()
 
     live = bundle.messages.read(session)
