@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 WORKERS ?= 2
 
-.PHONY: run test setup check clean-workspace bench serve eval
+.PHONY: run test setup check clean-workspace bench serve eval manage
 
 setup:
 	@bash scripts/bootstrap.sh requirements-dev.txt
@@ -30,6 +30,12 @@ test:
 check:
 	@bash scripts/bootstrap.sh requirements-dev.txt
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py check
+
+# Any management command on `make run`'s local defaults (debug, the workspace's own key), e.g.
+#   make manage ARGS="dream --full"      make manage ARGS="changepassword admin"
+manage:
+	@bash scripts/bootstrap.sh requirements-dev.txt
+	@DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py $(ARGS)
 
 # Side-by-side benchmarks (benchmarks/run.py): a separate .venv-bench with the app's pins plus the
 # peers of benchmarks/requirements.txt; writes benchmarks/results/latest.md and latest.json.

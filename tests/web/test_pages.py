@@ -94,3 +94,23 @@ def test_settings_refuse_to_boot_on_a_bad_value(tmp_path):
     )
     assert result.returncode != 0
     assert "DJANGO_DEBUG='perhaps' is not a boolean" in result.stderr
+
+
+def test_commands_as_the_readme_writes_them(tmp_path):
+    """`make manage ARGS=...` runs a command on the local defaults; a bare manage.py without
+    production settings names what is missing in one message, not a traceback."""
+    import os
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "MODEX_"))}
+    env["MODEX_WORKSPACE"] = str(tmp_path / "workspace")
+    made = subprocess.run(["make", "-s", "manage", "ARGS=dream --help"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    assert "usage: manage.py dream" in made.stdout
+    bare = subprocess.run([str(repo / ".venv" / "bin" / "python"), "manage.py", "dream"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 1
+    assert "DJANGO_SECRET_KEY is not set" in bare.stderr and 'make manage ARGS="dream"' in bare.stderr
+    assert "Traceback" not in bare.stderr
