@@ -192,7 +192,7 @@ class OfflineChatModel:
                 "matters. Tell me how to continue.",
             )
         user = next((text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
-        plan = plan_tool_calls(self.tools, user, offered)
+        plan = plan_tool_calls(self.tools, user, offered, core=summary.existing_core(system))
         return plan or self._answer(user, system, messages)
 
     def _answer(self, user: str, system: str, messages: list[dict[str, Any]]) -> Plan:

@@ -5,8 +5,9 @@ When the consolidation request holds ``<archive_document id=".." seq="..">`` blo
 what it is about (``about``: ``identity`` for SOUL.md, ``user`` for USER.md, ``fact`` for
 MEMORY.md). Documents are read oldest first against a running copy of the current files, so a
 later document's single-valued fact (name, location, identity) updates the line an earlier one
-added: the newer fact wins. Evidence is what the user said (``<message role="user">``); a
-document without user messages falls back to its summary.
+added: the newer fact wins. Evidence is what the user said (``<message role="user">``), after
+the facts and decisions the document's compact summary lists (they may stem from before the
+archive was on); a document without user messages falls back to its whole summary.
 
 "forget that X" / "forget X" removes the current line that mentions X; "I no longer like X" /
 "I don't like X anymore" removes "Likes X". Such sentences are not mined for facts.
@@ -60,12 +61,27 @@ def _documents(text: str) -> list[tuple[str, str]]:
         attrs = dict(_ATTR.findall(match.group("attrs")))
         body = match.group("body")
         said = [html.unescape(m.group("text")) for m in _USER_MESSAGE.finditer(body)]
-        if not said:
-            summary = _SUMMARY.search(body)
-            said = [html.unescape(summary.group("text"))] if summary else []
+        summary = _SUMMARY.search(body)
+        if summary is not None:
+            # What the summary says it learned is older than the messages beside it (it may
+            # stem from before the archive was on): read first, so what the user said wins.
+            text = html.unescape(summary.group("text"))
+            learned = [line.strip("- ").strip() for line in _learned(text)]
+            said = [*(f"{line}." for line in learned if line and line != "(none)"), *said] if said else [text]
         if "id" in attrs:
             out.append((html.unescape(attrs["id"]), "\n".join(said)))
     return out
+
+
+def _learned(summary: str) -> list[str]:
+    """The lines of a compact summary's "Facts learned" and "Decisions" sections."""
+    lines, keep = [], False
+    for line in summary.splitlines():
+        if line.startswith("## "):
+            keep = line[3:].strip().lower() in ("facts learned", "decisions")
+        elif keep and line.strip():
+            lines.append(line.strip())
+    return lines
 
 
 def _same_kind(line: str, fact: facts.Fact) -> bool:

@@ -26,6 +26,9 @@ class OfflineTools:
     core_memory_args: dict[str, Any] = field(
         default_factory=lambda: {"action": "append", "file": "{file}", "text": "{text}"}
     )
+    core_memory_replace_args: dict[str, Any] = field(
+        default_factory=lambda: {"action": "replace", "file": "{file}", "old": "{old}", "new": "{new}"}
+    )
     archive_search_args: dict[str, Any] = field(default_factory=lambda: {"query": "{query}"})
     pruned_lookup_args: dict[str, Any] = field(default_factory=lambda: {"seq": "{seq}"})
     todo_add_args: dict[str, Any] = field(default_factory=lambda: {"action": "add", "item": "{item}"})
@@ -74,16 +77,30 @@ def _phrase(raw: str) -> str:
     return facts.clean_value(re.split(r"(?<!\d)[.!?](?:\s|$)", raw, maxsplit=1)[0], cut_clauses=False)
 
 
-def plan_tool_calls(tools: OfflineTools, user: str, offered: set[str]) -> Plan | None:
-    """Calls for the trigger phrases in ``user``, in text order; None when nothing triggers."""
+def plan_tool_calls(
+    tools: OfflineTools, user: str, offered: set[str], core: dict[str, list[str]] | None = None
+) -> Plan | None:
+    """Calls for the trigger phrases in ``user``, in text order; None when nothing triggers.
+
+    ``core``: the current core memory lines by file (as shown in the context). "remember that
+    my name is X" replaces the line of a single-valued fact already there instead of adding a
+    second one."""
     wanted: list[tuple[int, str, dict[str, Any], str]] = []  # (position, tool, arguments, note)
     note = facts.remembered(user)
     if note:
         fact = facts.fact_to_remember(note)
-        arguments = fill(tools.core_memory_args, file=fact.file, text=fact.text)
-        wanted.append(
-            (user.lower().find("remember"), tools.core_memory, arguments, f"save “{fact.text}” to {fact.file}")
+        lines = (core or {}).get(fact.file, [])
+        old = next(
+            (line for line in lines if fact.single_valued and any(f.kind == fact.kind for f in facts.extract_facts(line))),
+            None,
         )
+        if old is not None and old != fact.text:
+            arguments = fill(tools.core_memory_replace_args, file=fact.file, old=old, new=fact.text)
+            what = f"replace “{old}” with “{fact.text}” in {fact.file}"
+        else:
+            arguments = fill(tools.core_memory_args, file=fact.file, text=fact.text)
+            what = f"save “{fact.text}” to {fact.file}"
+        wanted.append((user.lower().find("remember"), tools.core_memory, arguments, what))
     triggers = (
         (
             _SEARCH,

@@ -324,3 +324,38 @@ def test_recorded_tasks_run_in_order_for_sync_callers(tmp_path):
     enqueue_consolidation(agent="default", user="7")  # a duplicate is harmless
     ran = run_recorded_tasks(environment=TaskEnvironment(services=services, find_agent={"default": agent}.get))
     assert [r.return_value["status"] for r in ran] == ["consolidated", "up_to_date"]
+
+
+async def test_a_fact_told_while_the_archive_was_off_reaches_core_memory_once_it_is_on(tmp_path, backend):
+    """Told with archive and core off, the fact lives on in the compact summary; the first
+    archive document after switching them on carries that summary, and the Dream Engine reads
+    it as evidence like what the user said."""
+    off = long_term_agent(archive_enabled=False, core_enabled=False)
+    runtime, services, env, model = setup(tmp_path, backend, off)
+    session = SessionScope("lt-late")
+    await talk_until_cleanup(runtime, off, session, first="My name is Dana and I live in Haifa.")
+    scope = archive_scope_for(agent="default", user_id="7")
+    assert await off_loop(services.bundle.archive.list, scope) == []
+
+    on = long_term_agent()
+    env = TaskEnvironment(services=services, find_agent={on.name: on}.get)
+    await talk_until_cleanup(runtime, on, session, first="Now the archive is on: let us go on planning the trip.")
+    documents = await off_loop(services.bundle.archive.list, scope)
+    assert documents and "Dana" in documents[-1].search_text()
+    ran = await arun_recorded_tasks(environment=env)
+    assert ran and all(r.status == TaskResultStatus.SUCCESSFUL for r in ran)
+    core = CoreMemory(kv=services.bundle.kv, config=on.memory_config, agent="default", user="7")
+    user_md = (await off_loop(core.read, file=USER)).text
+    assert "Name: Dana" in user_md and "Lives in Haifa" in user_md
+
+
+async def test_remember_that_my_name_is_replaces_the_name_line(tmp_path, backend):
+    agent = long_term_agent()
+    runtime, services, env, model = setup(tmp_path, backend, agent)
+    session = SessionScope("lt-rename")
+    core = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7")
+    await turn(runtime, agent, session, "Please remember that my name is Dana.")
+    assert (await off_loop(core.read, file=USER)).text.count("Name:") == 1
+    await turn(runtime, agent, session, "Please remember that my name is Dora.")
+    user_md = (await off_loop(core.read, file=USER)).text
+    assert user_md.count("Name:") == 1 and "Name: Dora" in user_md and "Dana" not in user_md
