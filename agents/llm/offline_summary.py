@@ -41,6 +41,9 @@ _DECISION = re.compile(
 _OPEN_TASK = re.compile(
     r"\b(?:todo|to-do|next step|still need|remaining|open task|follow[- ]up|pending|need to|next,)\b", re.IGNORECASE
 )
+_BARE_TAG = re.compile(r"^\s*</?[A-Za-z_][\w-]*(?:\s[^<>]*)?>\s*$")
+# The offline model's own hint to the user ("Try “remember that …”, ..."): not a task or a fact.
+_OWN_HINT = re.compile(r"\bTry “remember that")
 _ROLE_LINE = re.compile(
     r"^\s*(?:[-*]\s*)?(?:#+\s*)?(?:\[\s*\d+\s*\]\s*)?\**(?P<role>user|assistant|tool|system|human|ai)\**\b(?P<rest>[^\n]*)$",
     re.IGNORECASE,
@@ -82,6 +85,8 @@ def parse_labelled(text: str) -> list[Turn]:
     )
     turns: list[Turn] = []
     for line in html.unescape(text).splitlines():
+        if _BARE_TAG.match(line):  # the request's own framing (<transcript>, </previous_summary>)
+            continue
         role_match = _ROLE_LINE.match(line)
         if role_match and (
             role_match.group("rest").lstrip().startswith((":", "·", "(", "-", "|"))
@@ -90,13 +95,17 @@ def parse_labelled(text: str) -> list[Turn]:
             rest = role_match.group("rest")
             role = _ROLE_ALIASES.get(role_match.group("role").lower(), role_match.group("role").lower())
             turn = Turn(role=role)
-            header, _, body = rest.partition(":") if not rest.lstrip().startswith("·") else (rest, "", "")
+            framed = re.match(r"^(\s*\([^)]*\)[^:]*):(.*)$", rest)  # "(tool calls: a, b):" keeps its colon
+            if framed:
+                header, body = framed.group(1), framed.group(2)
+            else:
+                header, _, body = rest.partition(":") if not rest.lstrip().startswith("·") else (rest, "", "")
             tool = re.search(r"\btool[_ ]?(?:name)?[=:]?\s*`?([\w.-]+)`?", header) or re.search(
                 r"\(([\w.-]+)\)", header
             )
             if role == "tool" and tool:
                 turn.tool = tool.group(1)
-            calls = re.search(r"tool[_ ]calls?\s*[:=]?\s*([\w., -]+)", header)
+            calls = re.search(r"tool[_ ]calls?\b\s*[:=]?\s*([A-Za-z_][\w.-]*(?:\s*,\s*[A-Za-z_][\w.-]*)*)", header)
             if role == "assistant" and calls:
                 turn.tool_calls = [n.strip() for n in calls.group(1).split(",") if n.strip()]
             if "reasoning" in header.lower():
@@ -193,7 +202,11 @@ def previous_summary(turns: Iterable[Turn]) -> dict[str, list[str]]:
             if key is None:
                 continue
             items = [
-                line for line in facts.lines_of(body) if line.lower() not in ("(none)", "none", "(nothing recorded)")
+                line
+                for line in facts.lines_of(body)
+                if line.lower() not in ("(none)", "none", "(nothing recorded)")
+                and not _BARE_TAG.match(line)
+                and not _OWN_HINT.search(line)
             ]
             merged.setdefault(key, []).extend(items)
     return merged
@@ -216,6 +229,8 @@ def build_summary(instruction: str, turns: list[Turn]) -> str:
         _add(buckets["goal"], " ".join(facts.sentences(first_user.content)[:2]), limit=300)
     for turn in fresh:
         for sentence in facts.sentences(turn.content):
+            if _OWN_HINT.search(sentence):
+                continue
             if _DECISION.search(sentence):
                 _add(buckets["decisions"], sentence)
             if _OPEN_TASK.search(sentence) and turn.role != "tool":

@@ -359,3 +359,21 @@ async def test_remember_that_my_name_is_replaces_the_name_line(tmp_path, backend
     await turn(runtime, agent, session, "Please remember that my name is Dora.")
     user_md = (await off_loop(core.read, file=USER)).text
     assert user_md.count("Name:") == 1 and "Name: Dora" in user_md and "Dana" not in user_md
+
+
+async def test_offline_summaries_hold_no_markup_hints_or_broken_calls(tmp_path, backend):
+    """Two cleanups in a row (the second merges the first summary), with a tool call between."""
+    agent = long_term_agent()
+    runtime, services, env, model = setup(tmp_path, backend, agent)
+    session = SessionScope("lt-clean-summary")
+    await talk_until_cleanup(runtime, agent, session, first="My name is Dana. Search the archive for the ferry times.")
+    await talk_until_cleanup(runtime, agent, session, first="todo: book the ferry")
+    [summary] = [m for m in await off_loop(services.bundle.messages.read, session) if m.is_compact_summary]
+    body = summary.content
+    assert "Name: Dana" in body  # carried over from the first summary
+    assert "Called archive_search." in body  # the call's name, read from its "(tool calls: ...)" header
+    for artifact in ("<transcript>", "</previous_summary>", "<previous_summary", "Try “remember that", "Called s."):
+        assert artifact not in body, (artifact, body)
+    events = await turn(runtime, agent, session, "What do you know about me?")
+    answer = [e for e in events if isinstance(e, TurnFinished)][0].message.content
+    assert "Try “remember that" not in answer.split("I'm the offline model")[0]
