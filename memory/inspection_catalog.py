@@ -182,6 +182,12 @@ def session_ids(bundle: MemoryStoreBundle, catalog: PrunedCatalog, *, contains: 
     return sorted(ident for ident in found if not needle or needle in ident.casefold())
 
 
+def is_derived(session_id: str) -> bool:
+    """A session run on behalf of another one (``<parent>.<suffix>``: a subagent's, a reviewer's
+    scratch session): listed in the admin only on request."""
+    return "." in session_id
+
+
 def session_rows(bundle: MemoryStoreBundle, catalog: PrunedCatalog, ids: list[str]) -> list[SessionRow]:
     """The admin's rows for sessions ``ids`` (one page of ``session_ids``)."""
     rows = []

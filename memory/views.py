@@ -107,11 +107,13 @@ def usernames(user_ids) -> dict[str, str]:
 def sessions(request: HttpRequest, model_admin) -> HttpResponse:
     src = inspection.source()
     query = request.GET.get("q", "").strip()
-    ids = inspection_catalog.session_ids(src.bundle, src.catalog, contains=query)
+    every = inspection_catalog.session_ids(src.bundle, src.catalog, contains=query)
+    derived = request.GET.get("derived") == "1"
+    ids = every if derived else [i for i in every if not inspection_catalog.is_derived(i)]
     page = Paginator(ids, PER_PAGE).get_page(request.GET.get("page"))
     rows = inspection_catalog.session_rows(src.bundle, src.catalog, list(page))
     return _page(request, model_admin, "admin/memory/sessions.html", title="Sessions", section="sessions",
-                 page=page, rows=rows, q=query)
+                 page=page, rows=rows, q=query, derived=derived, hidden=len(every) - len(ids))
 
 
 @store_errors

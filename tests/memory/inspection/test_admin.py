@@ -173,3 +173,19 @@ def test_empty_stores_render(services, staff, client_for):
 def test_the_page_names_the_backend_it_reads(services, staff, client_for):
     body = client_for(staff).get(reverse("admin:memory_storedmessage_changelist")).content.decode()
     assert f"backend: <code>{services.bundle.backend}</code>" in body
+
+
+def test_review_and_subagent_sessions_are_listed_only_on_request(services, owner, staff, client_for):
+    from memory.messages import Message
+    from memory.scopes import SessionScope
+
+    seeded = seed(services, owner)
+    for suffix in ("review-1a2b", "review-3c4d", "sub-researcher-5e6f"):
+        services.bundle.messages.append(SessionScope(f"{seeded.session.id}.{suffix}"), [Message(role="user", content="x")])
+    client = client_for(staff)
+    url = reverse("admin:memory_storedmessage_changelist")
+    body = client.get(url).content.decode()
+    assert seeded.session.id in body and ".review-" not in body and ".sub-" not in body
+    assert "3 subagent and review sessions not listed" in body
+    shown = client.get(url, {"derived": "1"}).content.decode()
+    assert f"{seeded.session.id}.review-1a2b" in shown and f"{seeded.session.id}.sub-researcher-5e6f" in shown
