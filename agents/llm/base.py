@@ -80,6 +80,9 @@ class Finish:
 
 ModelEvent = ContentDelta | ReasoningDelta | ToolCallReady | Usage | Finish
 
+#: Finish reasons meaning the server cut the reply off: it is not the whole answer.
+TRUNCATING_FINISH_REASONS = frozenset({"length", "content_filter"})
+
 
 # -- the protocol ----------------------------------------------------------------------------
 
@@ -134,6 +137,11 @@ class Completion:
     tool_calls: tuple[ToolCall, ...]
     usage: Usage | None
     finish_reason: str
+
+    @property
+    def truncated(self) -> bool:
+        """The server cut the reply off (``length``: max_tokens or the window; ``content_filter``)."""
+        return self.finish_reason in TRUNCATING_FINISH_REASONS
 
     def to_message(self, **meta: Any) -> Message:
         """The reply as an assistant ``Message``; ``meta`` sets id/kind/created_at/tokens."""

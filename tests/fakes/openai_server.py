@@ -42,6 +42,7 @@ from tests.fakes.openai_script import (
     Pause,
     RawStream,
     Reply,
+    SSELine,
     chunk,
     context_length_exceeded,
     error_body,
@@ -66,6 +67,7 @@ __all__ = [
     "RawStream",
     "RecordedRequest",
     "Reply",
+    "SSELine",
     "chunk",
     "context_length_exceeded",
     "error_body",
@@ -226,10 +228,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- output ------------------------------------------------------------------------------
 
-    def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+    def _send_json(
+        self, status: int, body: Any, headers: dict[str, str] | None = None, content_type: str = "application/json"
+    ) -> None:
         data = (json.dumps(body) if not isinstance(body, str) else body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
@@ -237,7 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_error(self, error: HTTPError) -> None:
-        self._send_json(error.status, error.body, error.headers)
+        self._send_json(error.status, error.body, error.headers, error.content_type)
 
     def _stream(self, stream: RawStream) -> None:
         self.send_response(200)
@@ -255,6 +259,9 @@ class _Handler(BaseHTTPRequestHandler):
                 continue
             if index and stream.delay:
                 time.sleep(stream.delay)
+            if isinstance(event, SSELine):
+                self._write_chunk(f"{event.text}\n\n".encode())
+                continue
             line = event if isinstance(event, str) else json.dumps(event)
             self._write_chunk(f"data: {line}\n\n".encode())
         if stream.done:
