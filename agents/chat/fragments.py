@@ -41,6 +41,7 @@ from agents.runtime.events import (
     TurnStarted,
 )
 from agents.models import Conversation
+from agents.runtime.sizing import sized_config, model_window
 from agents.runtime.outcomes import CUT_OFF_KINDS, KIND_CONTENT_FILTERED, KIND_TURN_FAILED, KIND_TURN_STOPPED
 from agents.chat.rendering import dom_id, render_markdown
 from memory.messages import Message, ToolCall
@@ -118,6 +119,13 @@ def message_view(message: Message, *, calls: dict[str, ToolCall] | None = None) 
     )
 
 
+def _sized(agent: AgentNode | None):
+    """The agent's memory config as the runtime uses it: sized to the model's real window."""
+    if agent is None:
+        return None
+    return sized_config(agent.memory_config, model_window(chat.get_runtime().model))
+
+
 def _cut_off_note(kind: str) -> str:
     if kind not in CUT_OFF_KINDS:
         return ""
@@ -158,7 +166,7 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
 def _meter_from_history(history: MeterHistory, agent: AgentNode | None, completion: int = 0) -> MeterView:
     last = history.last
     if last is None:
-        config = agent.memory_config if agent is not None else None
+        config = _sized(agent)
         return meter_view(
             sections=(),
             total=0,
@@ -207,7 +215,8 @@ class ChatStream:
         self._live: str | None = None
         self._shown_calls: set[str] = set()
         self._total = 0
-        self._window = agent.memory_config.context_window if agent is not None else 0
+        config = _sized(agent)
+        self._window = config.context_window if config is not None else 0
         self._turn = uuid.uuid4().hex[:8]
         self._cleanup_id = "cleanup"
         self._failure: str | None = None
