@@ -126,6 +126,7 @@ class OpenAIChatModel:
         self.max_retry_after = max_retry_after
         self.include_usage = include_usage
         self.context_window = context_window
+        self._probed = False
         self._api_key = api_key or PLACEHOLDER_API_KEY
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -139,6 +140,51 @@ class OpenAIChatModel:
 
     def describe(self) -> str:
         return f"{self.name} at {redact_url(self.base_url)}"
+
+    async def discover_context_window(self) -> int | None:
+        """The server's window from its model metadata, asked once per model; sets
+        ``context_window`` unless it is already known (``OPENAI_CONTEXT_WINDOW`` wins).
+
+        Read from ``GET /models``: vLLM's ``max_model_len``, or ``context_length`` /
+        ``context_window`` / ``max_context_length`` (OpenRouter, LM Studio, several proxies) of
+        the entry for this model; else llama.cpp's ``GET /props``
+        (``default_generation_settings.n_ctx``). Any failure means "unknown" (None).
+        """
+        if self.context_window is not None or self._probed:
+            return self.context_window
+        self._probed = True
+        try:
+            window = await asyncio.wait_for(self._window_from_metadata(), timeout=min(self.timeout, 5.0))
+        except Exception as exc:  # metadata is a convenience: never fail a turn for it
+            logger.info("no context window in the metadata of %s: %s", self.describe(), type(exc).__name__)
+            return None
+        if window is not None and window >= 256 and self.context_window is None:
+            logger.info("the model %s reports a context window of %d tokens", self.describe(), window)
+            self.context_window = window
+        return self.context_window
+
+    async def _window_from_metadata(self) -> int | None:
+        http = self._client()._client  # the SDK's own httpx client (auth headers added below)
+        headers = {"Authorization": f"Bearer {self._api_key}"}
+        response = await http.get(f"{self.base_url}/models", headers=headers)
+        if response.status_code == 200:
+            listing = response.json()
+            entries = listing.get("data") if isinstance(listing, dict) else None
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, dict) and entry.get("id") == self.name:
+                    for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
+                        value = entry.get(key)
+                        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                            return value
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        response = await http.get(f"{root}/props", headers=headers)
+        if response.status_code == 200:
+            props = response.json()
+            settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+            if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
+                return n_ctx
+        return None
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop. Call it before a loop that used this

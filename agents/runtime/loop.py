@@ -36,7 +36,7 @@ from agents.runtime.events import (
 from agents.experience.supplement import install_runtime_hooks, supplements_for
 from agents.runtime.hooks import HookPoint, RuntimeHooks
 from agents.runtime.outcomes import context_advice, failed_reply, reply_kind, stopped_reply
-from agents.runtime.sizing import input_limit, learn_window, sized_agent
+from agents.runtime.sizing import input_limit, learn_window, probe_window, sized_agent
 from agents.llm import (
     ChatModel,
     CompletionBuilder,
@@ -146,6 +146,7 @@ class Runtime:
             raise TurnRejected("say something: the message is empty")
         if len(text) > MAX_USER_CHARS:
             raise TurnRejected(f"the message is too long ({len(text)} characters; at most {MAX_USER_CHARS})")
+        await probe_window(self.model)
         agent = sized_agent(agent, self.model)
         self._refuse_oversized(agent, text)
         key = session.key()

@@ -35,6 +35,14 @@ def model_window(model: Any) -> int | None:
     return window if isinstance(window, int) and not isinstance(window, bool) and window >= MIN_WINDOW else None
 
 
+async def probe_window(model: Any) -> None:
+    """Let ``model`` read its window from the server's metadata (once; a model that cannot,
+    like the offline one, is left alone)."""
+    discover = getattr(model, "discover_context_window", None)
+    if discover is not None:
+        await discover()
+
+
 def sized_config(config: MemoryConfig, window: int | None) -> MemoryConfig:
     """``config`` for a model whose real window is ``window`` (unchanged when None or equal)."""
     if window is None or window == config.context_window:

@@ -230,3 +230,13 @@ async def test_a_cut_off_reply_is_stored_marked(tmp_path, backend, fake_openai, 
     assert final.kind == kind and final.content == "The three reasons are: first,"
     assert (await read(services, SessionScope("cut")))[-1].kind == kind
     assert any(isinstance(e, ContentChunk) for e in events)
+
+
+async def test_the_servers_metadata_window_sizes_the_turn(tmp_path, backend, fake_openai):
+    fake_openai.models = [{"id": "fake-model", "object": "model", "max_model_len": 8192}]
+    fake_openai.script(Reply(content="ok"))
+    model = model_for(fake_openai)
+    runtime, _ = make_runtime(tmp_path, backend, model)
+    events = await turn(runtime, agent_node(), SessionScope("meta"), "hi")
+    ready = [e for e in events if type(e).__name__ == "ContextReady"][0]
+    assert ready.window == 8192 and model.context_window == 8192

@@ -105,9 +105,14 @@ class FakeOpenAIServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._disconnected = threading.Event()
-        self.requests: list[RecordedRequest] = []
+        self.requests: list[RecordedRequest] = []  # POSTs, in order
+        self.get_requests: list[RecordedRequest] = []  # metadata reads (GET /v1/models, /props)
         self.disconnects = 0
         self.responder: Callable[[RecordedRequest], Any] | None = None
+        #: ``GET /v1/models`` entries (add e.g. ``max_model_len`` as vLLM does); ``props`` is
+        #: llama.cpp's ``GET /props`` body (None: 404).
+        self.models: list[dict[str, Any]] = [{"id": "fake-model", "object": "model", "owned_by": "fake"}]
+        self.props: dict[str, Any] | None = None
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.fake = self  # type: ignore[attr-defined]
@@ -190,10 +195,14 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
-            self._send_json(
-                200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]}
+        with self.fake._lock:
+            self.fake.get_requests.append(
+                RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, b"")
             )
+        if self.path.rstrip("/").endswith("/models"):
+            self._send_json(200, {"object": "list", "data": self.fake.models})
+        elif self.path.rstrip("/") == "/props" and self.fake.props is not None:
+            self._send_json(200, self.fake.props)
         else:
             self._send_json(404, error_body(f"no route {self.path}"))
 

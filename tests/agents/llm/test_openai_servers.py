@@ -188,3 +188,31 @@ async def test_a_timeout_after_output_started_says_so(fake_openai, make_model):
     fake_openai.script(RawStream([chunk({"content": "Hel"}), Pause(3)]))
     with pytest.raises(ModelTimeout, match="stopped sending for 0.5s after its answer had started"):
         await events_of(make_model(timeout=0.5))
+
+
+# -- the window from the server's own metadata ----------------------------------------------------
+
+
+async def test_vllm_max_model_len_is_the_window(fake_openai, make_model):
+    fake_openai.models = [{"id": "other", "max_model_len": 999}, {"id": "fake-model", "object": "model", "max_model_len": 8192}]
+    model = make_model()
+    assert await model.discover_context_window() == 8192 and model.context_window == 8192
+    assert await model.discover_context_window() == 8192
+    assert len(fake_openai.get_requests) == 1  # asked once
+    assert fake_openai.get_requests[0].headers["authorization"] == f"Bearer {model._api_key}"
+
+
+async def test_llamacpp_props_n_ctx_is_the_window(fake_openai, make_model):
+    fake_openai.props = {"default_generation_settings": {"n_ctx": 4096}, "total_slots": 1}
+    model = make_model()
+    assert await model.discover_context_window() == 4096
+    assert [r.path for r in fake_openai.get_requests] == ["/v1/models", "/props"]
+
+
+async def test_the_setting_wins_and_no_metadata_means_unknown(fake_openai, make_model):
+    fake_openai.models = [{"id": "fake-model", "max_model_len": 8192}]
+    assert await make_model(context_window=2048).discover_context_window() == 2048
+    assert fake_openai.get_requests == []
+    fake_openai.models = [{"id": "fake-model"}]
+    model = make_model()
+    assert await model.discover_context_window() is None and model.context_window is None
