@@ -239,7 +239,7 @@ def as_text_completion(chat_model: ChatModel, /, **options: Any) -> TextCompleti
     """Adapt ``chat_model`` to the memory system's summarizer seam.
 
     Returns ``async f(messages: list[dict]) -> str``: the reply's text (``""`` if the model said
-    nothing), no tools offered. Model errors propagate; the memory system owns retries and its
+    nothing), no tools offered; its ``context_window`` attribute is the model's, when known. Model errors propagate; the memory system owns retries and its
     fallback summary.
     """
 
@@ -248,4 +248,6 @@ def as_text_completion(chat_model: ChatModel, /, **options: Any) -> TextCompleti
         return completion.content or ""
 
     text_completion.__qualname__ = f"as_text_completion({getattr(chat_model, 'name', 'model')})"
+    # The summarizer plans its input chunks for this window (the server's real one, when known).
+    text_completion.context_window = getattr(chat_model, "context_window", None)  # type: ignore[attr-defined]
     return text_completion

@@ -144,6 +144,8 @@ async def test_a_stated_window_is_learned_and_the_same_turn_succeeds(tmp_path, b
     events = await turn(runtime, agent_node(), session, big)
     assert [e.message.content for e in events if isinstance(e, TurnFinished)] == ["It fits now."]
     assert model.context_window == 1500
+    cleanups = [e for e in events if type(e).__name__ == "CleanupDone"]
+    assert cleanups and cleanups[0].committed and not cleanups[0].fallback_summary  # summarized within 1500
     ready = [e for e in events if type(e).__name__ == "ContextReady"]
     assert ready[0].window == 16384 and ready[-1].window == 1500  # the meter follows the real window
     # the forced cleanup moved the big message out, whole, into the pruned catalog
