@@ -10,6 +10,7 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
+from agents.runtime.outcomes import CUT_OFF_KINDS, KIND_TURN_FAILED
 from memory.messages import Message
 
 MAX_CORE_TEXT = 200_000  # characters; the token cap is the real limit, this only bounds the body
@@ -37,6 +38,8 @@ class MessageOut(Schema):
     name: str | None
     created_at: datetime
     tokens: int | None
+    truncated: bool = Field(description="the server cut this reply off (kind truncated or content_filtered)")
+    failed: bool = Field(description="the marked reply of a turn whose model call failed (kind turn_failed); content is the error")
 
 
 def message_out(message: Message) -> dict:
@@ -46,6 +49,7 @@ def message_out(message: Message) -> dict:
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments_json} for c in message.tool_calls],
         "tool_call_id": message.tool_call_id, "name": message.name, "created_at": message.created_at,
         "tokens": message.tokens,
+        "truncated": message.kind in CUT_OFF_KINDS, "failed": message.kind == KIND_TURN_FAILED,
     }
 
 

@@ -41,6 +41,8 @@ from agents.runtime.events import (
     TurnStarted,
 )
 from agents.models import Conversation
+from agents.runtime.sizing import sized_config, model_window
+from agents.runtime.outcomes import CUT_OFF_KINDS, KIND_CONTENT_FILTERED, KIND_TURN_FAILED, KIND_TURN_STOPPED
 from agents.chat.rendering import dom_id, render_markdown
 from memory.messages import Message, ToolCall
 
@@ -87,6 +89,9 @@ class MessageView:
     is_summary: bool
     tokens: int | None
     tool: dict | None = None
+    failed: bool = False  # the marked reply of a failed turn: its text is the error
+    stopped: bool = False  # the marked reply of a turn stopped before any output
+    cut_off: str = ""  # why the server cut the reply off ("" when it is whole)
 
 
 def message_view(message: Message, *, calls: dict[str, ToolCall] | None = None) -> MessageView:
@@ -108,7 +113,25 @@ def message_view(message: Message, *, calls: dict[str, ToolCall] | None = None) 
         is_summary=message.is_compact_summary,
         tokens=message.tokens,
         tool=tool,
+        failed=message.kind == KIND_TURN_FAILED,
+        stopped=message.kind == KIND_TURN_STOPPED,
+        cut_off=_cut_off_note(message.kind),
     )
+
+
+def _sized(agent: AgentNode | None):
+    """The agent's memory config as the runtime uses it: sized to the model's real window."""
+    if agent is None:
+        return None
+    return sized_config(agent.memory_config, model_window(chat.get_runtime().model))
+
+
+def _cut_off_note(kind: str) -> str:
+    if kind not in CUT_OFF_KINDS:
+        return ""
+    if kind == KIND_CONTENT_FILTERED:
+        return "Cut off by the server's content filter: this reply is incomplete."
+    return "Cut off by the server at its length limit: this reply is incomplete."
 
 
 def message_views(messages: Iterable[Message]) -> list[MessageView]:
@@ -143,7 +166,7 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
 def _meter_from_history(history: MeterHistory, agent: AgentNode | None, completion: int = 0) -> MeterView:
     last = history.last
     if last is None:
-        config = agent.memory_config if agent is not None else None
+        config = _sized(agent)
         return meter_view(
             sections=(),
             total=0,
@@ -192,7 +215,8 @@ class ChatStream:
         self._live: str | None = None
         self._shown_calls: set[str] = set()
         self._total = 0
-        self._window = agent.memory_config.context_window if agent is not None else 0
+        config = _sized(agent)
+        self._window = config.context_window if config is not None else 0
         self._turn = uuid.uuid4().hex[:8]
         self._cleanup_id = "cleanup"
         self._failure: str | None = None
@@ -250,7 +274,8 @@ class ChatStream:
             self._live = None
             return status_fragment("Finishing…", "busy")
         if isinstance(event, TurnFailed):
-            self._failure = f"The model call failed ({event.kind}): {event.error}"
+            # A recorded failure is shown by its marked reply in the stream (also after a reload).
+            self._failure = "" if event.recorded else f"The model call failed ({event.kind}): {event.error}"
         return ""
 
     async def ended(self) -> str:
@@ -260,7 +285,8 @@ class ChatStream:
         failure, self._failure = self._failure, None
         if failure is None:
             return composer_fragment(running=False) + status_fragment("")
-        return await self.sync(running=False) + error_fragment(failure) + status_fragment("The reply failed.", "error")
+        notice = error_fragment(failure) if failure else ""
+        return await self.sync(running=False) + notice + status_fragment("The reply failed.", "error")
 
     async def stopped(self) -> str:
         """After a stop: the stream re-rendered from the session (the partial reply with its

@@ -21,6 +21,7 @@ from agents.llm.base import (
     complete,
 )
 from agents.llm.errors import (
+    ChatTemplateRejected,
     ContextLengthExceeded,
     MalformedResponse,
     ModelError,
@@ -45,6 +46,7 @@ __all__ = [
     "OFFLINE_SUMMARY_MARKER",
     "SUMMARY_SECTIONS",
     "ChatModel",
+    "ChatTemplateRejected",
     "Completion",
     "CompletionBuilder",
     "ContentDelta",

@@ -80,6 +80,9 @@ class Finish:
 
 ModelEvent = ContentDelta | ReasoningDelta | ToolCallReady | Usage | Finish
 
+#: Finish reasons meaning the server cut the reply off: it is not the whole answer.
+TRUNCATING_FINISH_REASONS = frozenset({"length", "content_filter"})
+
 
 # -- the protocol ----------------------------------------------------------------------------
 
@@ -134,6 +137,11 @@ class Completion:
     tool_calls: tuple[ToolCall, ...]
     usage: Usage | None
     finish_reason: str
+
+    @property
+    def truncated(self) -> bool:
+        """The server cut the reply off (``length``: max_tokens or the window; ``content_filter``)."""
+        return self.finish_reason in TRUNCATING_FINISH_REASONS
 
     def to_message(self, **meta: Any) -> Message:
         """The reply as an assistant ``Message``; ``meta`` sets id/kind/created_at/tokens."""
@@ -231,7 +239,7 @@ def as_text_completion(chat_model: ChatModel, /, **options: Any) -> TextCompleti
     """Adapt ``chat_model`` to the memory system's summarizer seam.
 
     Returns ``async f(messages: list[dict]) -> str``: the reply's text (``""`` if the model said
-    nothing), no tools offered. Model errors propagate; the memory system owns retries and its
+    nothing), no tools offered; its ``context_window`` attribute is the model's, when known. Model errors propagate; the memory system owns retries and its
     fallback summary.
     """
 
@@ -240,4 +248,6 @@ def as_text_completion(chat_model: ChatModel, /, **options: Any) -> TextCompleti
         return completion.content or ""
 
     text_completion.__qualname__ = f"as_text_completion({getattr(chat_model, 'name', 'model')})"
+    # The summarizer plans its input chunks for this window (the server's real one, when known).
+    text_completion.context_window = getattr(chat_model, "context_window", None)  # type: ignore[attr-defined]
     return text_completion

@@ -58,7 +58,8 @@ class ChunkAssembler:
     """Feed it chunks in order; it returns the events each chunk produces, then the closing
     events (tool calls, usage, finish) from ``close()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, source: str = "the model") -> None:
+        self._source = source  # named in errors: "the model gpt-4o at https://..."
         self._calls: dict[int, _PartialCall] = {}
         self._usage: Usage | None = None
         self._finish: str | None = None
@@ -85,7 +86,9 @@ class ChunkAssembler:
         """Closing events once the stream ended. Raises ``ModelUnavailable`` if the stream
         stopped before the model finished (the connection closed early)."""
         if self._finish is None:
-            raise ModelUnavailable("the model's stream ended before it finished (the connection closed early)")
+            raise ModelUnavailable(
+                f"the stream of {self._source} ended before the answer finished (the connection closed early)"
+            )
         events: list[ModelEvent] = []
         for index in sorted(self._calls):
             partial = self._calls[index]

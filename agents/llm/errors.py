@@ -49,8 +49,14 @@ class ModelTimeout(ModelError):
 class ContextLengthExceeded(ModelError):
     """The request does not fit the model's context window.
 
-    Its own type so the runtime can force a cleanup of the session and retry once.
+    Its own type so the runtime can force a cleanup of the session and retry once. ``window``
+    is the context window the endpoint stated in its error (llama.cpp's ``n_ctx``, OpenAI's
+    "maximum context length is N tokens"), when it stated one.
     """
+
+    def __init__(self, message: str, *, status_code: int | None = None, window: int | None = None) -> None:
+        super().__init__(message, status_code=status_code)
+        self.window = window
 
 
 class MalformedResponse(ModelError):
@@ -61,3 +67,8 @@ class MalformedResponse(ModelError):
 class ModelRejected(ModelError):
     """The endpoint refused the request for a reason retrying will not fix (HTTP 400 other than
     context length, 401/403 authentication, 404 unknown model or path, 422 ...)."""
+
+
+class ChatTemplateRejected(ModelRejected):
+    """The server's chat template refused the conversation (e.g. "conversation roles must
+    alternate"), over HTTP or inside a stream. Never retried: the same messages fail the same way."""

@@ -21,20 +21,24 @@ import json
 import logging
 import os
 import random
-import re
+
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import httpx2
 import openai
 from django.core.exceptions import ImproperlyConfigured
 
 from agents.llm.base import ChatModel, ModelEvent
 from agents.llm.chunks import ChunkAssembler
+from agents.llm.classify import ErrorKind, classify, error_code, error_text, window_hint
 from agents.llm.scrub import scrub_secrets
+from agents.llm.sse import SSEErrorTransport
 from agents.llm.errors import (
+    ChatTemplateRejected,
     ContextLengthExceeded,
     MalformedResponse,
     ModelError,
@@ -51,12 +55,7 @@ DEFAULT_MAX_RETRIES = 3
 #: Local servers (Ollama, llama.cpp, vLLM without --api-key) accept any key, the SDK needs one.
 PLACEHOLDER_API_KEY = "not-needed"
 
-_RETRYABLE_STATUS = frozenset({408, 409, 429})
-_CONTEXT_MARKERS = re.compile(
-    r"context[_ ]length|maximum context|context window|exceed_context_size|exceeds the available context"
-    r"|prompt is too long|reduce the length of the messages|input is too long",
-    re.IGNORECASE,
-)
+_CONNECTION_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -64,9 +63,10 @@ Sleep = Callable[[float], Awaitable[None]]
 class _Retry(Exception):
     """Internal: the attempt failed in a way worth another try."""
 
-    def __init__(self, error: ModelError, retry_after: float | None = None) -> None:
+    def __init__(self, error: ModelError, retry_after: float | None = None, *, without_usage: bool = False) -> None:
         self.error = error
         self.retry_after = retry_after
+        self.without_usage = without_usage  # the server refused stream_options: ask again without
 
 
 def _basic_auth(url: str) -> dict[str, str] | None:
@@ -95,7 +95,11 @@ class OpenAIChatModel:
     ``timeout`` (seconds) bounds each network wait: connecting, the first byte, and the gap
     between two streamed chunks (a long answer that keeps streaming is never cut off).
     ``max_retries`` is the number of retries after the first attempt. ``include_usage`` sends
-    ``stream_options={"include_usage": True}``; switch it off for a server that rejects it.
+    ``stream_options={"include_usage": True}``; switch it off for a server that rejects it (a
+    server that answers 400 naming ``stream_options`` is asked again without it, and from then
+    on it is off). ``context_window`` is the server's real window in tokens when known
+    (``OPENAI_CONTEXT_WINDOW``, the server's model metadata, or an overflow error that stated
+    it); the runtime sizes the agents' memory with it instead of bot.yml's value.
     """
 
     is_offline = False
@@ -112,6 +116,7 @@ class OpenAIChatModel:
         backoff_max: float = 20.0,
         max_retry_after: float = 60.0,
         include_usage: bool = True,
+        context_window: int | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
@@ -121,6 +126,8 @@ class OpenAIChatModel:
             raise ValueError("model is required (the endpoint's model name)")
         if timeout <= 0 or max_retries < 0:
             raise ValueError("timeout must be positive and max_retries non-negative")
+        if context_window is not None and context_window < 256:
+            raise ValueError("context_window must be at least 256 tokens")
         self.name = model
         self.base_url = base_url.rstrip("/")
         self.timeout = float(timeout)
@@ -129,6 +136,8 @@ class OpenAIChatModel:
         self.backoff_max = backoff_max
         self.max_retry_after = max_retry_after
         self.include_usage = include_usage
+        self.context_window = context_window
+        self._probed = False
         self._api_key = api_key or PLACEHOLDER_API_KEY
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -143,6 +152,51 @@ class OpenAIChatModel:
     def describe(self) -> str:
         return f"{self.name} at {redact_url(self.base_url)}"
 
+    async def discover_context_window(self) -> int | None:
+        """The server's window from its model metadata, asked once per model; sets
+        ``context_window`` unless it is already known (``OPENAI_CONTEXT_WINDOW`` wins).
+
+        Read from ``GET /models``: vLLM's ``max_model_len``, or ``context_length`` /
+        ``context_window`` / ``max_context_length`` (OpenRouter, LM Studio, several proxies) of
+        the entry for this model; else llama.cpp's ``GET /props``
+        (``default_generation_settings.n_ctx``). Any failure means "unknown" (None).
+        """
+        if self.context_window is not None or self._probed:
+            return self.context_window
+        self._probed = True
+        try:
+            window = await asyncio.wait_for(self._window_from_metadata(), timeout=min(self.timeout, 5.0))
+        except Exception as exc:  # metadata is a convenience: never fail a turn for it
+            logger.info("no context window in the metadata of %s: %s", self.describe(), type(exc).__name__)
+            return None
+        if window is not None and window >= 256 and self.context_window is None:
+            logger.info("the model %s reports a context window of %d tokens", self.describe(), window)
+            self.context_window = window
+        return self.context_window
+
+    async def _window_from_metadata(self) -> int | None:
+        http = self._client()._client  # the SDK's own httpx client (auth headers added below)
+        headers = {"Authorization": f"Bearer {self._api_key}"}
+        response = await http.get(f"{self.base_url}/models", headers=headers)
+        if response.status_code == 200:
+            listing = response.json()
+            entries = listing.get("data") if isinstance(listing, dict) else None
+            for entry in entries if isinstance(entries, list) else []:
+                if isinstance(entry, dict) and entry.get("id") == self.name:
+                    for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
+                        value = entry.get(key)
+                        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                            return value
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        response = await http.get(f"{root}/props", headers=headers)
+        if response.status_code == 200:
+            props = response.json()
+            settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+            if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
+                return n_ctx
+        return None
+
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop. Call it before a loop that used this
         model ends (shutdown, or each ``asyncio.run``); other loops' clients are unaffected."""
@@ -156,9 +210,14 @@ class OpenAIChatModel:
         if client is None:
             # Credentials of the base URL go as the Basic auth header they would become anyway,
             # and the URL without them: the HTTP client logs every request's URL.
+            transport = SSEErrorTransport(httpx2.AsyncHTTPTransport(limits=_CONNECTION_LIMITS))
             client = openai.AsyncOpenAI(
-                base_url=redact_url(self.base_url), api_key=self._api_key, timeout=self.timeout, max_retries=0,
+                base_url=redact_url(self.base_url),
+                api_key=self._api_key,
+                timeout=self.timeout,
+                max_retries=0,
                 default_headers=_basic_auth(self.base_url),
+                http_client=openai.DefaultAsyncHttpxClient(transport=transport),
             )
             self._clients[loop] = client
         return client
@@ -199,6 +258,11 @@ class OpenAIChatModel:
                         yield event
                 return
             except _Retry as retry:
+                if retry.without_usage and not yielded and "stream_options" in request:
+                    logger.warning("%s; asking again without stream_options (set OPENAI_INCLUDE_USAGE=false)", retry.error)
+                    self.include_usage = False
+                    request.pop("stream_options")
+                    continue
                 if yielded or attempt >= self.max_retries:
                     raise retry.error from retry.error.__cause__
                 delay = self._delay(attempt, retry.retry_after)
@@ -214,17 +278,19 @@ class OpenAIChatModel:
         except openai.OpenAIError as exc:
             translated = self._translate(exc, request.get("timeout", self.timeout))
             raise translated from translated.__cause__
-        assembler = ChunkAssembler()
+        assembler = ChunkAssembler(source=f"the model {self.describe()}")
+        started = False
         try:
             async for chunk in sdk_stream:
                 for event in assembler.feed(chunk):
+                    started = True
                     yield event
             for event in assembler.close():
                 yield event
         except ModelUnavailable as exc:
             raise _Retry(exc) from None
         except openai.OpenAIError as exc:
-            translated = self._translate(exc, request.get("timeout", self.timeout))
+            translated = self._translate(exc, request.get("timeout", self.timeout), started=started)
             raise translated from translated.__cause__
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise MalformedResponse(f"the endpoint sent a stream chunk that is not valid JSON: {exc}") from exc
@@ -234,11 +300,16 @@ class OpenAIChatModel:
 
     # -- errors and backoff ------------------------------------------------------------------
 
-    def _translate(self, exc: openai.OpenAIError, timeout: float) -> ModelError | _Retry:
-        """The ModelError for an SDK error, wrapped in ``_Retry`` when retrying may help."""
+    def _translate(self, exc: openai.OpenAIError, timeout: float, *, started: bool = False) -> ModelError | _Retry:
+        """The ModelError for an SDK error, wrapped in ``_Retry`` when retrying may help.
+        ``started``: the answer had begun streaming when ``exc`` happened."""
         where = f"{self.name} at {redact_url(self.base_url)}"
         if isinstance(exc, openai.APITimeoutError):
-            return self._caused(ModelTimeout(f"the model {where} did not answer within {timeout:g}s"), exc)
+            if started:
+                message = f"the model {where} stopped sending for {timeout:g}s after its answer had started"
+            else:
+                message = f"the model {where} did not answer within {timeout:g}s"
+            return self._caused(ModelTimeout(message), exc)
         if isinstance(exc, openai.APIConnectionError):
             return _Retry(self._caused(ModelUnavailable(f"cannot reach the model {where}: {_cause(exc)}"), exc))
         if isinstance(exc, openai.APIResponseValidationError):
@@ -247,28 +318,48 @@ class OpenAIChatModel:
             )
         if isinstance(exc, openai.APIStatusError):
             return self._translate_status(exc, where)
-        if isinstance(exc, openai.APIError):  # an error event inside the stream
-            detail = self._scrub(exc.message or "")
-            if _is_context_length(exc):
-                return self._caused(
-                    ContextLengthExceeded(f"the request does not fit the context window of {where}: {detail}"), exc
-                )
+        if isinstance(exc, openai.APIError):  # an error event inside a stream that began with 200 OK
+            return self._translate_in_stream(exc, where)
+        return self._caused(ModelError(f"the model {where} failed: {type(exc).__name__}"), exc)
+
+    def _translate_in_stream(self, exc: openai.APIError, where: str) -> ModelError | _Retry:
+        """An in-stream error is classified like an HTTP error; its own ``code`` (llama.cpp sends
+        the status it would have used) stands in for the status."""
+        body = exc.body
+        detail = self._scrub(error_text(body, exc.message or ""))
+        raw_code = body.get("code") if isinstance(body, dict) else None
+        status = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else None
+        kind = classify(status=status, text=detail, code=error_code(body))
+        if kind is ErrorKind.CONTEXT_LENGTH:
+            message = f"the request does not fit the context window of {where}: {detail}"
+            return self._caused(ContextLengthExceeded(message, window=window_hint(body, detail)), exc)
+        if kind is ErrorKind.TEMPLATE:
+            return self._caused(ChatTemplateRejected(_template_message(where, detail)), exc)
+        if kind in (ErrorKind.TRANSIENT, ErrorKind.RATE_LIMITED):
             return _Retry(
                 self._caused(ModelUnavailable(f"the model {where} reported an error while streaming: {detail}"), exc)
             )
-        return self._caused(ModelError(f"the model {where} failed: {type(exc).__name__}"), exc)
+        return self._caused(ModelRejected(f"the model {where} reported an error while streaming: {detail}"), exc)
 
     def _translate_status(self, exc: openai.APIStatusError, where: str) -> ModelError | _Retry:
         status = exc.status_code
-        detail = self._scrub(_error_message(exc))
-        if status in (400, 413, 422) and _is_context_length(exc):
+        detail = self._scrub(error_text(exc.body, _status_text(exc)))
+        kind = classify(status=status, text=detail, code=error_code(exc.body) or (exc.code or ""))
+        if kind is ErrorKind.CONTEXT_LENGTH:
             message = f"the request does not fit the context window of {where}: {detail}"
-            return self._caused(ContextLengthExceeded(message, status_code=status), exc)
-        if status == 429:
+            return self._caused(
+                ContextLengthExceeded(message, status_code=status, window=window_hint(exc.body, detail)), exc
+            )
+        if kind is ErrorKind.TEMPLATE:
+            return self._caused(ChatTemplateRejected(_template_message(where, detail), status_code=status), exc)
+        if kind is ErrorKind.STREAM_OPTIONS:
+            message = f"the model {where} rejected stream_options (HTTP {status}): {detail}"
+            return _Retry(self._caused(ModelRejected(message, status_code=status), exc), without_usage=True)
+        if kind is ErrorKind.RATE_LIMITED:
             retry_after = _retry_after(exc)
             message = f"the model {where} is rate limiting requests (HTTP 429): {detail}"
             return _Retry(self._caused(RateLimited(message, retry_after=retry_after), exc), retry_after)
-        if status >= 500 or status in _RETRYABLE_STATUS:
+        if kind is ErrorKind.TRANSIENT:
             message = f"the model {where} failed with HTTP {status}: {detail}"
             return _Retry(self._caused(ModelUnavailable(message, status_code=status), exc), _retry_after(exc))
         hint = {
@@ -307,26 +398,20 @@ def _cause(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
 
 
-def _error_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"][:500]
-        if isinstance(inner, str):
-            return inner[:500]
-    return (exc.message or "")[:500]
+def _status_text(exc: openai.APIStatusError) -> str:
+    """The response's own text (the SDK's message prefixes it with "Error code: N - ")."""
+    try:
+        text = exc.response.text
+    except Exception:  # a streamed response whose body was not read
+        text = ""
+    return text.strip() or (exc.message or "")
 
 
-def _is_context_length(exc: openai.APIError) -> bool:
-    if (exc.code or "") in ("context_length_exceeded", "string_above_max_length"):
-        return True
-    body = exc.body
-    inner = body.get("error", body) if isinstance(body, dict) else None
-    if isinstance(inner, dict) and inner.get("code") == "context_length_exceeded":
-        return True
-    text = _error_message(exc) if isinstance(exc, openai.APIStatusError) else exc.message
-    return bool(_CONTEXT_MARKERS.search(text or ""))
+def _template_message(where: str, detail: str) -> str:
+    return (
+        f"the model {where} cannot format this conversation with its chat template (not retried; "
+        f"a server-side template problem): {detail}"
+    )
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -376,6 +461,17 @@ def _env_int(name: str, default: int, *, minimum: int) -> int:
     return value
 
 
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of true/false, 1/0, yes/no, on/off.")
+
+
 def model_from_settings(
     *, base_url: str | None = None, api_key: str | None = None, model: str | None = None
 ) -> ChatModel:
@@ -384,8 +480,10 @@ def model_from_settings(
     * ``OPENAI_BASE_URL`` unset (and no ``base_url``): the built-in ``OfflineChatModel``
       (``MODEX_OFFLINE_CHUNK_DELAY_MS`` slows its streaming down for demos);
     * otherwise ``OpenAIChatModel`` with ``OPENAI_API_KEY`` (optional: local servers need none),
-      ``OPENAI_MODEL`` (required), ``OPENAI_TIMEOUT`` (seconds, default 60) and
-      ``OPENAI_MAX_RETRIES`` (default 3).
+      ``OPENAI_MODEL`` (required), ``OPENAI_TIMEOUT`` (seconds, default 60),
+      ``OPENAI_MAX_RETRIES`` (default 3), ``OPENAI_INCLUDE_USAGE`` (default true: send
+      ``stream_options.include_usage``) and ``OPENAI_CONTEXT_WINDOW`` (the server's real window
+      in tokens; unset: the server's model metadata when it reports one, else bot.yml's).
 
     Raises ``ImproperlyConfigured`` naming the variable on a bad value.
     """
@@ -408,4 +506,6 @@ def model_from_settings(
         model=model,
         timeout=_env_float("OPENAI_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001),
         max_retries=_env_int("OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES, minimum=0),
+        include_usage=_env_bool("OPENAI_INCLUDE_USAGE", True),
+        context_window=_env_int("OPENAI_CONTEXT_WINDOW", 0, minimum=256) or None,
     )

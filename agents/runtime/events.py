@@ -87,6 +87,7 @@ class TurnFinished:
 class TurnFailed:
     error: str
     kind: str  # the error class name, e.g. "ModelTimeout"
+    recorded: bool = False  # the failure is in the session as a marked reply (shown from there)
 
 
 RuntimeEvent = (

@@ -37,6 +37,8 @@ from agents.runtime.events import (
 )
 from agents.runtime.hooks import HookPoint, Installer, RuntimeHooks
 from agents.runtime.hooks import installers as registered_installers
+from agents.runtime.outcomes import context_advice, failed_reply, reply_kind, stopped_reply
+from agents.runtime.sizing import input_limit, learn_window, probe_window, sized_agent
 from agents.runtime.supplements import supplement_providers
 from agents.llm import (
     ChatModel,
@@ -159,6 +161,9 @@ class Runtime:
             raise TurnRejected("say something: the message is empty")
         if len(text) > MAX_USER_CHARS:
             raise TurnRejected(f"the message is too long ({len(text)} characters; at most {MAX_USER_CHARS})")
+        await probe_window(self.model)
+        agent = sized_agent(agent, self.model)
+        self._refuse_oversized(agent, text)
         key = session.key()
         if key in self._running:
             raise TurnBusy("a turn of this conversation is already running")
@@ -230,6 +235,7 @@ class Runtime:
     async def run_subagent(self, *, parent: ToolContext, node: Any, task: str) -> str:
         """Run ``node`` on ``task`` in a fresh session; clear that session when it finishes."""
         session = SessionScope(f"{parent.session.id[:64]}.sub-{node.name[:40]}-{uuid.uuid4().hex[:8]}")
+        node = sized_agent(node, self.model)
         ctx = ToolContext(
             services=self.services,
             runtime=self,
@@ -283,14 +289,16 @@ class Runtime:
                         async for event in self._stream(request, schemas, builder):
                             yield event
                         break
-                    except ContextLengthExceeded:
+                    except ContextLengthExceeded as exc:
                         if retried or builder.content or builder.reasoning_content:
                             raise
                         retried = True  # the endpoint's window is smaller than declared: compact, retry once
+                        if learn_window(self.model, stated=exc.window, request=request):
+                            ctx.agent = sized_agent(ctx.agent, self.model)
                         async for event in ctx.hooks.stream(HookPoint.BEFORE_STEP, ctx=ctx, step=step, force=True):
                             yield event
                 completion = builder.build()
-                reply = completion.to_message()
+                reply = completion.to_message(kind=reply_kind(completion))
                 reply_id = reply.id
                 stored = (await _io(store.append, ctx.session, [reply]))[0]
                 # From here on the reply is persisted: an interruption must close its calls,
@@ -315,13 +323,19 @@ class Runtime:
                     yield MessageStored(message=stored_result)
             except ModelError as exc:
                 logger.warning("model call failed for %s: %s", ctx.session.key(), exc)
-                await asyncio.shield(self._keep_partial(ctx.session, builder))
-                yield TurnFailed(error=str(exc), kind=type(exc).__name__)
+                error = str(exc)
+                if isinstance(exc, ContextLengthExceeded):
+                    error = context_advice(exc, window=ctx.agent.memory_config.context_window)
+                for stored in await asyncio.shield(self._record_failure(ctx.session, builder, error)):
+                    yield MessageStored(message=stored)
+                yield TurnFailed(error=error, kind=type(exc).__name__, recorded=True)
                 return
             except AssemblyError as exc:
                 # e.g. instructions and tools alone overflow the window: nothing was sent.
                 logger.error("context assembly failed for %s: %s", ctx.session.key(), exc)
-                yield TurnFailed(error=str(exc), kind=type(exc).__name__)
+                for stored in await asyncio.shield(self._record_failure(ctx.session, builder, str(exc))):
+                    yield MessageStored(message=stored)
+                yield TurnFailed(error=str(exc), kind=type(exc).__name__, recorded=True)
                 return
             except (asyncio.CancelledError, GeneratorExit):
                 await asyncio.shield(self._abandon(ctx.session, builder, reply_id))
@@ -379,7 +393,31 @@ class Runtime:
         logger.warning("repairing %d interrupted tool call(s) in %s", len(synthetic), session.key())
         return await _io(self.services.bundle.messages.append, session, synthetic)
 
-    async def _keep_partial(self, session: SessionScope, builder: CompletionBuilder) -> None:
+    def _refuse_oversized(self, agent: Any, text: str) -> None:
+        """Refuse, before anything is stored, a message that cannot reach the model whole."""
+        config = agent.memory_config
+        limit = input_limit(
+            config=config,
+            reply_reserve=self.services.assembler.reply_reserve(config),
+            instructions=agent.instructions or "",
+            tools=self.roster(agent).schemas(),
+        )
+        tokens = count_text(text)
+        if limit > 0 and tokens > limit:
+            raise TurnRejected(
+                f"the message is too long for the model's context window: {tokens} tokens, at most {limit} fit "
+                f"(a {config.context_window}-token window, less room for the reply, the instructions and the tools); "
+                "shorten it or split it into parts"
+            )
+
+    async def _record_failure(self, session: SessionScope, builder: CompletionBuilder, error: str) -> list[Message]:
+        """Answer the turn's user message: the partial reply the user saw, else a marked
+        failed reply carrying ``error`` (agents.runtime.outcomes)."""
+        if builder.content or builder.reasoning_content:
+            return await self._keep_partial(session, builder)
+        return await _io(self.services.bundle.messages.append, session, [failed_reply(error)])
+
+    async def _keep_partial(self, session: SessionScope, builder: CompletionBuilder) -> list[Message]:
         """A reply cut off mid-stream: keep what the user already saw (tool calls are never partial)."""
         if builder.content or builder.reasoning_content:
             partial = Message(
@@ -387,7 +425,8 @@ class Runtime:
                 content=(builder.content + "\n\n" + STOPPED_NOTE).strip(),
                 reasoning_content=builder.reasoning_content or None,
             )
-            await _io(self.services.bundle.messages.append, session, [partial])
+            return await _io(self.services.bundle.messages.append, session, [partial])
+        return []
 
     async def _abandon(self, session: SessionScope, builder: CompletionBuilder, reply_id: str | None) -> None:
         """Close a turn cut short, from what the store holds, not from what the loop believed.
@@ -400,7 +439,9 @@ class Runtime:
         try:
             tail = await _io(self.services.bundle.messages.read, session, last=64)
             if reply_id is None or all(m.id != reply_id for m in tail):
-                await self._keep_partial(session, builder)
+                if not await self._keep_partial(session, builder) and tail and tail[-1].role == "user":
+                    # Stopped before any output: the user's message still gets its (marked) answer.
+                    await _io(self.services.bundle.messages.append, session, [stopped_reply()])
             await self._repair_tail(session)
         except Exception:  # the next turn's _repair_tail closes the chain instead
             logger.exception("could not close the interrupted turn of %s", session.key())

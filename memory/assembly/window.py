@@ -6,7 +6,8 @@ exhausted; a 100k-message session costs about what a 1k-message one does.
 
 Legality: a window cut inside a chain starts with tool results whose call lies before it;
 those are dropped. The rest goes through ``repair_transcript`` (an interrupted chain gets
-synthetic results) and governance, and the selection then takes whole chain units from the
+synthetic results), governance and role alternation (never two user messages in a row), and
+the selection then takes whole chain units from the
 end, so the messages sent never start with a tool result and never split a chain.
 
 Fit: the newest unit is always sent; if it alone exceeds the budget (one message larger than
@@ -20,6 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from memory.assembly.alternation import KIND_PLACEHOLDER, alternate_roles
 from memory.assembly.governance import GovernancePolicy, GovernanceReport, govern
 from memory.messages import Message
 from memory.scopes import SessionScope
@@ -76,7 +78,8 @@ def _prepare(
             start += 1
     repaired, repairs = repair_transcript(raw[start:])
     governed, report = govern(repaired, policy=policy)
-    return [with_tokens(m) for m in governed], repairs, report
+    alternating, _ = alternate_roles(governed)
+    return [with_tokens(m) for m in alternating], repairs, report
 
 
 def read_tail(*, store: MessageStore, session: SessionScope, budget: int, policy: GovernancePolicy) -> SessionTail:
@@ -173,5 +176,8 @@ def select(tail: SessionTail, *, budget: int) -> Selection:
             used = sum(message_tokens(m) for m in unit)
         break
     chosen = [message for unit in reversed(units) for message in unit]
+    if chosen and chosen[0].kind == KIND_PLACEHOLDER:
+        # Its user message fell outside the window: a request never starts with the placeholder.
+        used -= message_tokens(chosen.pop(0))
     sent_live = sum(1 for m in chosen if m.seq is not None)
     return Selection(tuple(chosen), used, max(0, tail.live_count - sent_live), tuple(truncated))

@@ -52,20 +52,31 @@ class Drop:
 
 
 @dataclass(frozen=True)
+class SSELine:
+    """Inside a ``RawStream``: one line sent exactly as given (plus the blank line ending an
+    event), e.g. llama.cpp's non-standard ``error: {...}`` field."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class RawStream:
     """Exact SSE output: a dict is sent as ``data: <json>``, a str as ``data: <str>`` verbatim
-    (e.g. invalid JSON). ``done`` appends ``data: [DONE]``."""
+    (e.g. invalid JSON), an ``SSELine`` as its own line. ``done`` appends ``data: [DONE]``."""
 
-    events: Sequence[dict[str, Any] | str | Pause | Drop]
+    events: Sequence[dict[str, Any] | str | SSELine | Pause | Drop]
     delay: float = 0.0
     done: bool = True
 
 
 @dataclass(frozen=True)
 class HTTPError:
+    """An error answer; a str ``body`` is sent as is (with ``content_type``), a dict as JSON."""
+
     status: int
     body: dict[str, Any] | str
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from tests.fakes.openai_script import (
     Pause,
     RawStream,
     Reply,
+    SSELine,
     chunk,
     context_length_exceeded,
     error_body,
@@ -66,6 +67,7 @@ __all__ = [
     "RawStream",
     "RecordedRequest",
     "Reply",
+    "SSELine",
     "chunk",
     "context_length_exceeded",
     "error_body",
@@ -103,9 +105,14 @@ class FakeOpenAIServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._disconnected = threading.Event()
-        self.requests: list[RecordedRequest] = []
+        self.requests: list[RecordedRequest] = []  # POSTs, in order
+        self.get_requests: list[RecordedRequest] = []  # metadata reads (GET /v1/models, /props)
         self.disconnects = 0
         self.responder: Callable[[RecordedRequest], Any] | None = None
+        #: ``GET /v1/models`` entries (add e.g. ``max_model_len`` as vLLM does); ``props`` is
+        #: llama.cpp's ``GET /props`` body (None: 404).
+        self.models: list[dict[str, Any]] = [{"id": "fake-model", "object": "model", "owned_by": "fake"}]
+        self.props: dict[str, Any] | None = None
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.fake = self  # type: ignore[attr-defined]
@@ -188,10 +195,14 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/").endswith("/models"):
-            self._send_json(
-                200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]}
+        with self.fake._lock:
+            self.fake.get_requests.append(
+                RecordedRequest("GET", self.path, {k.lower(): v for k, v in self.headers.items()}, b"")
             )
+        if self.path.rstrip("/").endswith("/models"):
+            self._send_json(200, {"object": "list", "data": self.fake.models})
+        elif self.path.rstrip("/") == "/props" and self.fake.props is not None:
+            self._send_json(200, self.fake.props)
         else:
             self._send_json(404, error_body(f"no route {self.path}"))
 
@@ -226,10 +237,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- output ------------------------------------------------------------------------------
 
-    def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+    def _send_json(
+        self, status: int, body: Any, headers: dict[str, str] | None = None, content_type: str = "application/json"
+    ) -> None:
         data = (json.dumps(body) if not isinstance(body, str) else body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
@@ -237,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_error(self, error: HTTPError) -> None:
-        self._send_json(error.status, error.body, error.headers)
+        self._send_json(error.status, error.body, error.headers, error.content_type)
 
     def _stream(self, stream: RawStream) -> None:
         self.send_response(200)
@@ -255,6 +268,9 @@ class _Handler(BaseHTTPRequestHandler):
                 continue
             if index and stream.delay:
                 time.sleep(stream.delay)
+            if isinstance(event, SSELine):
+                self._write_chunk(f"{event.text}\n\n".encode())
+                continue
             line = event if isinstance(event, str) else json.dumps(event)
             self._write_chunk(f"data: {line}\n\n".encode())
         if stream.done:

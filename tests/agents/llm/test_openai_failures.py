@@ -108,7 +108,7 @@ async def test_connection_dropped_mid_stream_raises_without_repeating_output(fak
 
 async def test_stream_that_ends_without_a_finish_reason_is_an_interruption(fake_openai, make_model):
     fake_openai.script(RawStream([chunk({"content": "partial"})]))
-    with pytest.raises(ModelUnavailable, match="ended before it finished"):
+    with pytest.raises(ModelUnavailable, match=r"stream of the model fake-model at http://127\.0\.0\.1:\d+/v1 ended before the answer finished"):
         await complete(make_model(), messages=USER)
 
 

@@ -14,6 +14,8 @@ VARIABLES = (
     "OPENAI_MODEL",
     "OPENAI_TIMEOUT",
     "OPENAI_MAX_RETRIES",
+    "OPENAI_INCLUDE_USAGE",
+    "OPENAI_CONTEXT_WINDOW",
     "MODEX_OFFLINE_CHUNK_DELAY_MS",
 )
 
@@ -64,6 +66,9 @@ def test_arguments_win_over_the_environment(monkeypatch):
         ({"OPENAI_BASE_URL": "http://h/v1", "OPENAI_MODEL": "m", "OPENAI_TIMEOUT": "soon"}, "OPENAI_TIMEOUT"),
         ({"OPENAI_BASE_URL": "http://h/v1", "OPENAI_MODEL": "m", "OPENAI_MAX_RETRIES": "-1"}, "OPENAI_MAX_RETRIES"),
         ({"MODEX_OFFLINE_CHUNK_DELAY_MS": "fast"}, "MODEX_OFFLINE_CHUNK_DELAY_MS"),
+        ({"OPENAI_BASE_URL": "http://h/v1", "OPENAI_MODEL": "m", "OPENAI_INCLUDE_USAGE": "maybe"}, "OPENAI_INCLUDE_USAGE"),
+        ({"OPENAI_BASE_URL": "http://h/v1", "OPENAI_MODEL": "m", "OPENAI_CONTEXT_WINDOW": "big"}, "OPENAI_CONTEXT_WINDOW"),
+        ({"OPENAI_BASE_URL": "http://h/v1", "OPENAI_MODEL": "m", "OPENAI_CONTEXT_WINDOW": "100"}, "OPENAI_CONTEXT_WINDOW"),
     ],
 )
 def test_bad_values_name_the_variable(monkeypatch, env, variable):
@@ -79,3 +84,27 @@ def test_credentials_in_the_url_are_never_shown(monkeypatch):
     assert redact_url(model.base_url) == "https://llm.example.com:8443/v1"
     for text in (repr(model), model.describe()):
         assert "hunter2" not in text and "sk-very-secret" not in text
+
+
+def test_include_usage_and_the_context_window_from_the_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")
+    monkeypatch.setenv("OPENAI_MODEL", "gemma")
+    model = model_from_settings()
+    assert (model.include_usage, model.context_window) == (True, None)  # defaults: usage on, bot.yml's window
+    monkeypatch.setenv("OPENAI_INCLUDE_USAGE", "false")
+    monkeypatch.setenv("OPENAI_CONTEXT_WINDOW", "8192")
+    model = model_from_settings()
+    assert (model.include_usage, model.context_window) == (False, 8192)
+
+
+def test_every_model_variable_is_documented():
+    """Each variable agents/llm/openai.py reads appears in the README's configuration table."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    source = (root / "agents" / "llm" / "openai.py").read_text()
+    names = set(re.findall(r'"((?:OPENAI|MODEX)_[A-Z0-9_]+)"', source))
+    readme = (root / "README.md").read_text()
+    assert {"OPENAI_INCLUDE_USAGE", "OPENAI_CONTEXT_WINDOW", "OPENAI_BASE_URL"} <= names
+    assert sorted(n for n in names if f"`{n}`" not in readme) == []

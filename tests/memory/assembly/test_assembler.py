@@ -8,6 +8,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
+from memory.assembly.alternation import SUMMARY_NOTED
 from memory.assembly.assembler import ContextAssembler, ContextOverflow, default_pipeline
 from memory.assembly.base import MemoryProvider, Section
 from memory.assembly.governance import GovernancePolicy
@@ -99,7 +100,10 @@ def test_request_order_and_account(bundle, catalog, hooks, assembled_events):
     parse(text[len(INSTRUCTIONS) :])  # every section is well-formed XML
 
     live = bundle.messages.read(session)
-    assert context.messages[1:] == [m.to_wire() for m in live]
+    sent = context.messages[1:]
+    # the compact summary is a user turn: an assistant placeholder keeps the roles alternating
+    assert sent[1] == {"role": "assistant", "content": SUMMARY_NOTED}
+    assert [m for m in sent if m is not sent[1]] == [m.to_wire() for m in live]
     assert context.messages[1]["content"].startswith("[compact_summary]")
     assert context.tools == TOOLS
 
@@ -108,7 +112,7 @@ def test_request_order_and_account(bundle, catalog, hooks, assembled_events):
     assert (
         by_name["tools"].tokens == count_text(json.dumps(TOOLS, separators=(",", ":"))) and by_name["tools"].items == 1
     )
-    assert by_name["messages"].items == len(live)
+    assert by_name["messages"].items == len(live) + 1  # the placeholder after the summary is sent too
     assert by_name["pruned catalog"].items == 4  # the evicted messages, not the live ones
     assert sum(a.tokens for a in context.account) + context.overhead_tokens == context.total_tokens
     assert 0 <= context.overhead_tokens <= 20

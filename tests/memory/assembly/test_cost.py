@@ -100,7 +100,9 @@ def test_a_skewed_session_grows_its_read_until_the_window_is_full(bundle, catalo
     # Big old messages inflate the average, so the first estimate reads too few small new ones.
     session = new_session()
     bundle.messages.append(session, [Message(role="user", content="bulk " * 4000) for _ in range(40)])
-    bundle.messages.append(session, [Message(role="user", content=f"short {i}") for i in range(3000)])
+    bundle.messages.append(
+        session, [Message(role="user" if i % 2 == 0 else "assistant", content=f"short {i}") for i in range(3000)]
+    )
     context, counting, _ = timed_turn(bundle, catalog, session, repeat=1)
     assert counting.reads >= 2
     assert context.omitted_messages > 0 and len(context.session_messages) > 500

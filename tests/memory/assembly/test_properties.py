@@ -1,7 +1,8 @@
 """Invariants of assembly, for any session and any governance settings (hypothesis).
 
 * the persisted session (and the pruned catalog) is byte-for-byte the same before and after;
-* the messages sent pass validate_transcript and never start with a tool result;
+* the messages sent pass validate_transcript, never start with a tool result and never hold two
+  user messages in a row;
 * memory sections come in pipeline order: core memory → archive summaries → pruned catalog;
 * the account's sections sum to the total within the counted overhead, under the window.
 """
@@ -13,6 +14,7 @@ import hashlib
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from memory.assembly.alternation import KIND_PLACEHOLDER, alternate_roles
 from memory.assembly.assembler import ContextAssembler, default_pipeline
 from memory.assembly.governance import GovernancePolicy, ReasoningPolicy, govern
 from memory.config import SUBAGENT_PRESET, MemoryConfig
@@ -167,6 +169,9 @@ def test_assembly_invariants(bundle, catalog, store_root, messages, policy, conf
     sent = context.session_messages
     validate_transcript(sent)
     assert not sent or sent[0].role != "tool"
+    # strict chat templates: never two user messages in a row, never a placeholder first
+    assert all(not (a.role == b.role == "user") for a, b in zip(sent, sent[1:]))
+    assert not sent or sent[0].kind != KIND_PLACEHOLDER
     assert context.messages[1:] == [m.to_wire() for m in sent]
 
     names = [a.name for a in context.account]
@@ -184,9 +189,11 @@ def test_assembly_invariants(bundle, catalog, store_root, messages, policy, conf
     sent_seqs = [m.seq for m in sent if m.seq is not None]
     assert sent_seqs == stored_seqs[len(stored_seqs) - len(sent_seqs) :]
     if context.omitted_messages and not context.truncated:
-        governed, _ = govern(repair_transcript(live)[0], policy=policy)
+        governed, _ = alternate_roles(govern(repair_transcript(live)[0], policy=policy)[0])
         first = next(i for i, m in enumerate(governed) if m.id == sent[0].id)
         start = next(a for a, b in chain_spans(governed) if b == first)
+        if governed[start].kind == KIND_PLACEHOLDER:  # never sent first: the unit before comes with it
+            start = next(a for a, b in chain_spans(governed) if b == start)
         older = sum(message_tokens(m) for m in governed[start:first])
         assert context.total_tokens + older > config.context_window - context.reply_reserve
 
