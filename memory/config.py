@@ -39,6 +39,7 @@ class BudgetProblem:
 
     keys: tuple[str, ...]
     message: str
+    hint: str = ""  # what to change, when "lower one of keys" is not it
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +144,7 @@ class MemoryConfig:
                     f"a cleanup cannot bring the session under the threshold ({self.threshold}): the kept tail "
                     f"({self.keep}) and the compact summary (up to {self.summary_budget + SUMMARY_HEADER_TOKENS}) "
                     f"take {after} tokens, so every step would clean up again",
+                    hint=f"Raise compression_threshold above {after}, or lower keep_tokens.",
                 )
             )
         return tuple(problems)

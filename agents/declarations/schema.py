@@ -356,7 +356,8 @@ class _Walker(NodeReader):
                 ProblemCode.MEMORY_CONFIG,
                 *self._blame(entries, path, key, problem.keys, values),
                 f"{problem.message}.",
-                hint=f"Lower {' or '.join(problem.keys)} in the memory block, or raise model.context_window.",
+                hint=problem.hint
+                or f"Lower {' or '.join(problem.keys)} in the memory block, or raise model.context_window.",
             )
         return None if problems else config
 

@@ -41,3 +41,14 @@ def test_manage_check_lists_the_budget_problem(tmp_path):
     assert "(modex.E019) agents.small.memory.pruned_budget_tokens (line 7): the context window (2048 tokens)" in (
         result.stderr
     ), result.stderr
+
+
+def test_a_threshold_too_small_for_a_cleanup_says_to_raise_it():
+    declaration, problems = validate_text(
+        "agents:\n  default:\n    memory:\n      compression_threshold: 10\n", source="bot.yml"
+    )
+    assert declaration is None
+    [problem] = [p for p in problems if p.path == "agents.default.memory.compression_threshold"]
+    assert problem.code is ProblemCode.MEMORY_CONFIG and problem.line == 4
+    assert "cannot bring the session under the threshold (10)" in problem.message
+    assert (problem.hint or "").startswith("Raise compression_threshold above")

@@ -201,3 +201,13 @@ def test_pending_restart_is_announced(staff_client, bot_file):
     assert "Restart pending" not in staff_client.get(URL).content.decode()
     staff_client.post(URL, form_for(bot_file, reviewer__archive_enabled=True))
     assert "Restart pending" in staff_client.get(URL).content.decode()
+
+
+def test_a_threshold_below_what_a_cleanup_leaves_is_refused(staff_client, bot_file):
+    """A threshold of 10 would compact away the user's own request on every turn."""
+    original = bot_file.read_bytes()
+    response = staff_client.post(URL, form_for(bot_file, default__compression_threshold=10))
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "a cleanup cannot bring the session under the threshold (10)" in html
+    assert bot_file.read_bytes() == original
