@@ -36,7 +36,14 @@ from memory.stores.base import (
     PruneResult,
 )
 from memory.stores.base import SessionHead as HeadValue
-from memory.stores.codec import check_batch, check_ids, check_prune_arguments, check_window, dumps
+from memory.stores.codec import (
+    check_batch,
+    check_ids,
+    check_prune_arguments,
+    check_window,
+    dumps,
+    messages_from_texts,
+)
 from memory.stores.sql_archive import SqlArchiveStore
 from memory.stores.sql_common import RACE_ATTEMPTS, Raced, chunks, database_errors, scope_key
 from memory.stores.sql_kv import SqlCursorStore, SqlKVStore
@@ -114,7 +121,7 @@ def _when(value, using: str) -> object:
 
 
 def _message(data: str) -> Message:
-    return Message.from_record(json.loads(data))
+    return Message.from_stored(json.loads(data))
 
 
 class SqlMessageStore(MessageStore):
@@ -200,9 +207,9 @@ class SqlMessageStore(MessageStore):
         if after_seq is not None:
             sql, params = sql + self._sql.after, [*params, after_seq]
         if last is None:
-            return [_message(row[0]) for row in self._execute(sql + self._sql.ascending, params)]
+            return messages_from_texts([row[0] for row in self._execute(sql + self._sql.ascending, params)])
         newest = self._execute(sql + self._sql.newest, [*params, last])
-        return [_message(row[0]) for row in reversed(newest)]
+        return messages_from_texts([row[0] for row in reversed(newest)])
 
     @database_errors
     def head(self, scope: Scope) -> HeadValue:

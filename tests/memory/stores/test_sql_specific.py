@@ -174,3 +174,21 @@ def test_archive_columns_hold_text_without_nul():
     assert (row.title, row.summary) == ("title", "summary")
     assert json.loads(row.data)["summary"] == "sum\x00mary"
     assert SqlArchiveStore().get(S, row.doc_id).summary == "sum\x00mary"
+
+
+def test_a_row_changed_under_the_store_is_read_as_it_is_now(messages):
+    stored = messages.append(S, [user("before")])[0]
+    assert messages.read(S, last=1)[0].content == "before"  # decoded once, kept by its text
+    record = {**stored.to_record(), "content": "after"}
+    StoredMessage.objects.filter(scope_key=scope_key(S), seq=stored.seq).update(data=json.dumps(record))
+    assert messages.read(S, last=1)[0].content == "after"
+    StoredMessage.objects.filter(scope_key=scope_key(S), seq=stored.seq).update(data='{"role": "user", "cont')
+    with pytest.raises(ValueError):  # a damaged row fails loudly, never as an old value
+        messages.read(S, last=1)
+
+
+def test_kv_get_returns_what_put_stored():
+    kv = SqlKVStore()
+    put = kv.put(UserScope("7"), "MEMORY.md", "- a fact ✓")
+    assert kv.get(UserScope("7"), "MEMORY.md") == put
+    assert kv.get(UserScope("7"), "missing") is None
