@@ -21,8 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from memory.assembly.archive import ArchiveSummaryProvider
 from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.core import CoreMemoryProvider
@@ -35,6 +33,7 @@ from memory.hooks import ContextAssembled, MemoryHookDispatcher, MemoryHookPoint
 from memory.messages import Message
 from memory.scopes import Scope, SessionScope
 from memory.stores.base import MemoryStoreBundle
+from memory.threads import run_blocking
 from memory.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, count_text
 from memory.transcript import Repair
 
@@ -185,9 +184,10 @@ class ContextAssembler:
         supplements: Sequence[MemoryProvider] = (),
         archive_scope: Scope | None = None,
     ) -> AssembledContext:
-        """``assemble`` for async callers: store reads run in a worker thread (thread-sensitive,
-        so the ORM-backed stores are safe), hooks are awaited with ``adispatch``."""
-        context = await sync_to_async(self._build, thread_sensitive=True)(
+        """``assemble`` for async callers: store reads run on a store thread (memory.threads:
+        a thread of their own, not the one every conversation shares), hooks are awaited with ``adispatch``."""
+        context = await run_blocking(
+            self._build,
             session=session,
             config=config,
             agent=agent,
