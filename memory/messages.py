@@ -231,8 +231,83 @@ class Message:
             tokens=record.get("tokens"),
         )
 
+    @classmethod
+    def from_stored(cls, record: Any) -> Message:
+        """``from_record`` for a record a store wrote itself with ``to_record``: the same value,
+        without re-validating every field (the message was validated when it was built, and
+        the record is the store's own bytes). Anything that does not have the exact shape
+        ``to_record`` writes goes through ``from_record``, which validates and raises
+        MalformedMessage as usual."""
+        try:
+            role = record["role"]
+            content = record["content"]
+            message_id = record["id"]
+            kind = record["kind"]
+            seq = record["seq"]
+            tokens = record["tokens"]
+            created_at = datetime.fromisoformat(record["created_at"])
+            reasoning = record.get("reasoning_content")
+            tool_call_id = record.get("tool_call_id")
+            name = record.get("name")
+            raw_calls = record.get("tool_calls")
+            calls = () if raw_calls is None else tuple(_stored_call(c) for c in raw_calls)
+            # Shapes to_record can never write go the validating way (and fail there, clearly).
+            if (
+                role not in ROLES
+                or type(message_id) is not str or not message_id or len(message_id) > 128
+                or type(kind) is not str or not kind or len(kind) > 64
+                or created_at.tzinfo is None
+                or (content is not None and type(content) is not str)
+                or (reasoning is not None and type(reasoning) is not str)
+                or (name is not None and type(name) is not str)
+                or (tool_call_id is None) == (role == "tool")
+                or (tool_call_id is not None and (type(tool_call_id) is not str or not tool_call_id))
+                or (calls and (role != "assistant" or len({c.id for c in calls}) != len(calls)))
+                or (seq is not None and (type(seq) is not int or seq < 0))
+                or (tokens is not None and (type(tokens) is not int or tokens < 0))
+            ):
+                raise _NotStored
+        except (_NotStored, KeyError, TypeError, ValueError, AttributeError):
+            return cls.from_record(record)
+        message = object.__new__(cls)
+        _set = object.__setattr__
+        _set(message, "role", role)
+        _set(message, "content", content)
+        _set(message, "reasoning_content", reasoning)
+        _set(message, "tool_calls", calls)
+        _set(message, "tool_call_id", tool_call_id)
+        _set(message, "name", name)
+        _set(message, "kind", kind)
+        _set(message, "id", message_id)
+        _set(message, "seq", seq)
+        _set(message, "created_at", created_at)
+        _set(message, "tokens", tokens)
+        return message
+
     def with_seq(self, seq: int) -> Message:
         return replace(self, seq=seq)
+
+
+class _NotStored(Exception):
+    """Internal: a record without the exact shape ``Message.to_record`` writes."""
+
+
+def _stored_call(data: Any) -> ToolCall:
+    """A ToolCall from the wire dict ``ToolCall.to_wire`` wrote (see ``Message.from_stored``)."""
+    function = data["function"]
+    call_id, name, arguments = data["id"], function["name"], function["arguments"]
+    if (
+        data.get("type") != "function"
+        or type(call_id) is not str or not call_id
+        or type(name) is not str or not name
+        or type(arguments) is not str
+    ):
+        raise _NotStored
+    call = object.__new__(ToolCall)
+    object.__setattr__(call, "id", call_id)
+    object.__setattr__(call, "name", name)
+    object.__setattr__(call, "arguments_json", arguments)
+    return call
 
 
 def _join_text_parts(parts: list[Any]) -> str:

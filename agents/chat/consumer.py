@@ -17,7 +17,8 @@ rendered by ``agents.chat.fragments``.
 
 The turn runs in a task so "stop" can still be received. That task only pulls events from the
 runtime and queues them; a second task renders and sends them (``self.send``, one yield to the
-loop per frame: STACK.md). "stop" (and a disconnect) closes the turn's generator at its next
+loop per frame: STACK.md), merging the text deltas that queued up behind one another into one
+frame (``_coalesce``). "stop" (and a disconnect) closes the turn's generator at its next
 event, where everything the runtime wrote is whole, and the runtime closes the interrupted tool
 chain; a turn that yields nothing for STOP_GRACE_SECONDS (a slow model or tool) is cancelled
 instead. A plain cancel is the fallback, not the rule, because a cancel that lands while the
@@ -29,6 +30,7 @@ as not done (a duplicate tool result). The consumer waits for the repair to land
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -38,7 +40,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.chat import service as chat
 from agents.chat.fragments import ChatStream, error_fragment
-from agents.runtime.events import TurnFailed, TurnFinished
+from agents.runtime.events import ContentChunk, ReasoningChunk, TurnFailed, TurnFinished
 from agents.runtime.loop import TurnBusy, TurnRejected
 from memory.text import storable
 
@@ -174,8 +176,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.outbox.put_nowait(html)
 
     async def _send_loop(self) -> None:
+        pending: collections.deque = collections.deque()
         while True:
-            item = await self.outbox.get()
+            if not pending:
+                pending.append(await self.outbox.get())
+            while not self.outbox.empty():  # everything queued by now: chunks in it go as one frame
+                pending.append(self.outbox.get_nowait())
+            item = _coalesce(pending)
             try:
                 if item is _STOPPED:
                     html = await self.stream.stopped()
@@ -191,6 +198,25 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 with contextlib.suppress(Exception):
                     await self.send(text_data=error_fragment("A part of the reply could not be shown; reload the page to see it."))
             await asyncio.sleep(0)  # let the frame go out before the next one (STACK.md)
+
+
+def _coalesce(pending: collections.deque):
+    """The next item to send: the first pending one, merged with the text chunks of the same
+    kind right behind it. Deltas that queued up while a frame was going out then go as one
+    frame (the latest completion count for the meter), so a fast model is relayed at the
+    socket's pace; a delta that finds the queue empty goes out alone, at once."""
+    item = pending.popleft()
+    if not isinstance(item, ContentChunk | ReasoningChunk):
+        return item
+    kind, texts = type(item), [item.text]
+    while pending and type(pending[0]) is kind:
+        item = pending.popleft()
+        texts.append(item.text)
+    if len(texts) == 1:
+        return item
+    if kind is ContentChunk:
+        return ContentChunk(text="".join(texts), completion_tokens=item.completion_tokens)
+    return ReasoningChunk(text="".join(texts))
 
 
 class UnroutedConsumer(AsyncWebsocketConsumer):

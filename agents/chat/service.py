@@ -31,6 +31,7 @@ from memory.compression.pruned import PrunedEntry, first_uncommitted_seq
 from memory.locks import LeaseBusy, acquire_lease
 from memory.messages import Message
 from memory.scopes import InvalidScopeId, SessionScope
+from memory.threads import run_blocking
 from memory.transcript import is_legal
 
 DEFAULT_TITLE = "New conversation"
@@ -245,12 +246,12 @@ def meter_history(*, conversation: Conversation) -> MeterHistory:
 
 async def arecord_context(*, session: SessionScope, event: ContextReady) -> MeterHistory:
     """Record a ContextReady point in the session's meter history (off the event loop)."""
-    return await sync_to_async(record_context, thread_sensitive=True)(kv=services().bundle.kv, session=session, event=event)
+    return await run_blocking(record_context, kv=services().bundle.kv, session=session, event=event)
 
 
 async def arecord_cleanup(*, session: SessionScope, event: CleanupDone) -> MeterHistory:
     """Record a committed cleanup in the session's meter history (off the event loop)."""
-    return await sync_to_async(record_cleanup, thread_sensitive=True)(kv=services().bundle.kv, session=session, event=event)
+    return await run_blocking(record_cleanup, kv=services().bundle.kv, session=session, event=event)
 
 
 # -- interrupted turns ------------------------------------------------------------------------

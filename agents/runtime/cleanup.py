@@ -14,14 +14,13 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-
 from agents.llm import as_text_completion
 from agents.runtime.events import CleanupDone, CleanupStarted, RuntimeEvent
 from agents.runtime.hooks import HookPoint, RuntimeHooks
 from agents.runtime.tools.memory_tools import archive_scope_for
 from memory.compression.cleanup import CleanupFailed, CleanupResult, arun_cleanup
 from memory.scopes import SessionScope
+from memory.threads import run_blocking
 
 if TYPE_CHECKING:
     from agents.runtime.loop import Runtime, ToolContext
@@ -62,7 +61,7 @@ async def compact(
 async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> AsyncIterator[RuntimeEvent]:
     """BEFORE_STEP: compact ``ctx.session`` when it is over its threshold (always if ``force``)."""
     services, config = ctx.services, ctx.agent.memory_config
-    head = await sync_to_async(services.bundle.messages.head, thread_sensitive=True)(ctx.session)
+    head = await run_blocking(services.bundle.messages.head, ctx.session)
     if not force and head.tokens <= config.threshold:
         return
     yield CleanupStarted(tokens=head.tokens, threshold=config.threshold)

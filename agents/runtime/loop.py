@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from agents.runtime.events import (
@@ -58,6 +57,7 @@ from memory.hooks import take_reorientation
 from memory.locks import Lease, LeaseBusy, LeaseLost, acquire_lease, release_lease, renew_lease
 from memory.messages import Message
 from memory.scopes import SessionScope
+from memory.threads import run_blocking
 from memory.tokens import count_text
 from memory.transcript import INTERRUPTED_RESULT, repair_transcript
 
@@ -96,7 +96,7 @@ class ToolContext:
 
 async def _io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """Run a (sync, possibly ORM-backed) store call off the event loop."""
-    return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+    return await run_blocking(fn, *args, **kwargs)
 
 
 class Runtime:

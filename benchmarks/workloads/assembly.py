@@ -12,7 +12,11 @@ message with ``memory.tokens.compute_message_tokens``. It does less than the ass
 sections, no selection), so it is a lower bound of the naive way. The text cache is cleared
 before every timed call of both.
 
-Checks: the request fits the window; the messages sent are a legal transcript and their cached
+Assembly keeps what it rendered and decoded between turns (sections, governed copies, decoded
+rows), as it does between a conversation's turns; the text cache is still cleared.
+
+Checks: a fresh assembler with every memo emptied builds the same request byte for byte and the
+same token account; the request fits the window; the messages sent are a legal transcript and their cached
 counts equal a recount; all three memory sections are present; the naive recount of the whole
 session equals the store's own cached token total.
 """
@@ -116,8 +120,11 @@ def _build_session(bundle, catalog, config, archive_scope, size: int, pool, offs
 
 def _measure_backend(backend: str, root: Path, sizes: list[int], quick: bool, pool) -> dict:
     from memory.assembly.assembler import ContextAssembler, default_pipeline
+    from memory.assembly.governance import _memo as governance_memo
     from memory.compression.pruned import PrunedCatalog
     from memory.config import MemoryConfig
+    from memory.stores.codec import MESSAGE_TEXTS
+    from memory.stores.file_session import LINES
     from memory.stores.registry import open_bundle
     from memory.tokens import _counter as text_cache
     from memory.tokens import compute_message_tokens
@@ -150,6 +157,18 @@ def _measure_backend(backend: str, root: Path, sizes: list[int], quick: bool, po
             return len(messages), sum(compute_message_tokens(m) for m in messages)
 
         timing, context = measure(assemble, repeat=3 if quick else 7, warmup=2, before=text_cache.clear)
+        # What assembly keeps between turns (rendered sections, governed copies, decoded rows) must
+        # not change a byte: a fresh assembler with every memo emptied builds the same request.
+        governance_memo.clear()
+        MESSAGE_TEXTS.clear()
+        LINES.clear()
+        fresh = ContextAssembler(stores=bundle, pipeline=default_pipeline(catalog=catalog)).assemble(
+            session=session, config=config, agent=AGENT, user=USER, instructions=INSTRUCTIONS, tools=TOOLS,
+            archive_scope=archive_scope,
+        )
+        check(fresh.messages == context.messages and fresh.tools == context.tools, "a memo changed the request")
+        check((fresh.account, fresh.total_tokens) == (context.account, context.total_tokens),
+              "a memo changed the token account")
         check(context.total_tokens <= config.context_window, "the assembled request exceeds the window")
         check(is_legal(context.session_messages), "the assembled messages are not a legal transcript")
         check(all(m.tokens == compute_message_tokens(m) for m in context.session_messages), "a cached count is wrong")

@@ -7,7 +7,7 @@ forward. The full documents stay in the archive; a note tells the model how to s
 
 from __future__ import annotations
 
-from memory.assembly.base import AssemblyContext, MemoryProvider, Section
+from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.xml import element, wrap
 from memory.stores.base import ArchiveDocument
 from memory.tokens import count_text, truncate_text
@@ -34,6 +34,8 @@ class ArchiveSummaryProvider(MemoryProvider):
 
     def __init__(self, *, search_tool: str = DEFAULT_SEARCH_TOOL) -> None:
         self._search_tool = search_tool
+        # (scope, budget) -> the section, while the documents listed are the same.
+        self._memo = RenderMemo()
 
     def provide(self, ctx: AssemblyContext) -> Section | None:
         if not ctx.config.archive_enabled:
@@ -41,19 +43,24 @@ class ArchiveSummaryProvider(MemoryProvider):
         budget = ctx.config.archive_budget_tokens
         scope = ctx.resolved_archive_scope()
         limit = max(_MIN_FETCH, min(_MAX_FETCH, budget // _TOKENS_PER_DOC_GUESS + 1))
+        key = (scope.key(), budget)
         while True:
-            newest = ctx.stores.archive.list(scope, limit=limit, newest_first=True)
+            newest = ctx.stores.archive.list_summaries(scope, limit=limit, newest_first=True)
+            memo = self._memo.get(key, (limit, newest))
+            if memo is not None:
+                return memo
             chosen = self._fit(newest, budget)
             exhausted = len(newest) < limit
             # Everything fetched fitted and more may exist: fetch a bigger page once more.
             if len(chosen) < len(newest) or exhausted or limit >= _MAX_FETCH:
                 break
             limit = min(_MAX_FETCH, limit * 4)
-        if not chosen:
-            return None
-        more = not exhausted or len(chosen) < len(newest)
-        text = self._render(chosen, more=more)
-        return Section.of(name=SECTION_NAME, tag=TAG, text=text, items=len(chosen))
+        section = None
+        if chosen:
+            more = not exhausted or len(chosen) < len(newest)
+            section = Section.of(name=SECTION_NAME, tag=TAG, text=self._render(chosen, more=more), items=len(chosen))
+        self._memo.put(key, (limit, newest), section)
+        return section
 
     # -- rendering ----------------------------------------------------------------------------
 
@@ -75,20 +82,35 @@ class ArchiveSummaryProvider(MemoryProvider):
         return wrap(TAG, children)
 
     def _fit(self, newest: list[ArchiveDocument], budget: int) -> list[tuple[ArchiveDocument, str]]:
-        chosen: list[tuple[ArchiveDocument, str]] = []
-        # Fitting assumes the longer note ("older documents exist"), so the final render, whatever
-        # its note, stays within the budget.
-        for doc in newest:
-            candidate = [*chosen, (doc, doc.summary)]
-            if count_text(self._render(candidate, more=True)) <= budget:
-                chosen = candidate
-                continue
-            if not chosen:
-                shortened = self._shorten(doc, budget)
-                if shortened is not None:
-                    chosen = [(doc, shortened)]
-            break
-        return chosen
+        """The longest run of the newest documents whose render fits ``budget``.
+
+        Fitting assumes the longer note ("older documents exist"), so the final render, whatever
+        its note, stays within the budget. Each document's element is counted once to estimate
+        how many fit; the exact count of the whole render then settles it, a document at a time
+        (a render grows with every document, so the longest fitting run is found exactly).
+        """
+        if not newest:
+            return []
+        docs = [(doc, doc.summary) for doc in newest]
+
+        def fits(k: int) -> bool:
+            return count_text(self._render(docs[:k], more=True)) <= budget
+
+        used = count_text(self._render([], more=True))
+        k = 0
+        for doc, summary in docs:
+            used += count_text(self._document(doc, summary)) + 1  # + the joining newline, about
+            if used > budget:
+                break
+            k += 1
+        while k > 0 and not fits(k):
+            k -= 1
+        while k < len(docs) and fits(k + 1):
+            k += 1
+        if k:
+            return docs[:k]
+        shortened = self._shorten(newest[0], budget)
+        return [(newest[0], shortened)] if shortened is not None else []
 
     def _shorten(self, doc: ArchiveDocument, budget: int) -> str | None:
         frame = count_text(self._render([(doc, "")], more=True))

@@ -21,10 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from memory.assembly.archive import ArchiveSummaryProvider
-from memory.assembly.base import AssemblyContext, MemoryProvider, Section
+from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.core import CoreMemoryProvider
 from memory.assembly.governance import GovernancePolicy, GovernanceReport
 from memory.assembly.pruned import PrunedProvider
@@ -35,6 +33,7 @@ from memory.hooks import ContextAssembled, MemoryHookDispatcher, MemoryHookPoint
 from memory.messages import Message
 from memory.scopes import Scope, SessionScope
 from memory.stores.base import MemoryStoreBundle
+from memory.threads import run_blocking
 from memory.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, count_text
 from memory.transcript import Repair
 
@@ -102,11 +101,13 @@ def default_pipeline(
     return (CoreMemoryProvider(caps=core_caps), ArchiveSummaryProvider(), PrunedProvider(catalog=catalog))
 
 
+def _tools_json(tools: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps(list(tools), ensure_ascii=False, separators=(",", ":")) if tools else ""
+
+
 def tools_tokens(tools: Sequence[Mapping[str, Any]]) -> int:
     """The token cost of the tool schemas, counted as their compact JSON."""
-    if not tools:
-        return 0
-    return count_text(json.dumps(list(tools), ensure_ascii=False, separators=(",", ":")))
+    return count_text(_tools_json(tools))
 
 
 class ContextAssembler:
@@ -134,6 +135,9 @@ class ContextAssembler:
         self._hooks = hooks
         self._governance = governance or GovernancePolicy()
         self._reply_reserve = reply_reserve
+        # Per session: the counts of the instructions, tools and system text, while those texts
+        # are the same as last turn (they change only when memory or the declaration does).
+        self._counts = RenderMemo(1024)
 
     def assemble(
         self,
@@ -179,9 +183,10 @@ class ContextAssembler:
         supplements: Sequence[MemoryProvider] = (),
         archive_scope: Scope | None = None,
     ) -> AssembledContext:
-        """``assemble`` for async callers: store reads run in a worker thread (thread-sensitive,
-        so the ORM-backed stores are safe), hooks are awaited with ``adispatch``."""
-        context = await sync_to_async(self._build, thread_sensitive=True)(
+        """``assemble`` for async callers: store reads run on a store thread (memory.threads:
+        a thread of their own, not the one every conversation shares), hooks are awaited with ``adispatch``."""
+        context = await run_blocking(
+            self._build,
             session=session,
             config=config,
             agent=agent,
@@ -216,8 +221,12 @@ class ContextAssembler:
     ) -> AssembledContext:
         reserve = self.reply_reserve(config)
         limit = config.context_window - reserve
-        tool_cost = tools_tokens(tools)
-        instruction_cost = count_text(instructions)
+        tools_json = _tools_json(tools)
+        fixed = self._counts.get(("fixed", session.key()), (instructions, tools_json))
+        if fixed is None:
+            fixed = (count_text(instructions), count_text(tools_json))
+            self._counts.put(("fixed", session.key()), (instructions, tools_json), fixed)
+        instruction_cost, tool_cost = fixed
 
         # The tail is read before the providers run (the pruned catalog needs to know which
         # seqs are live), for the largest budget messages could get; sections only shrink it.
@@ -240,7 +249,10 @@ class ContextAssembler:
 
         parts = [text for text in (instructions, *(s.text for s in sections)) if text]
         system_text = SECTION_SEPARATOR.join(parts)
-        system_cost = MESSAGE_OVERHEAD + count_text(system_text) if system_text else 0
+        system_cost = self._counts.get(("system", session.key()), system_text)
+        if system_cost is None:
+            system_cost = MESSAGE_OVERHEAD + count_text(system_text) if system_text else 0
+            self._counts.put(("system", session.key()), system_text, system_cost)
         budget = limit - system_cost - tool_cost - REPLY_PRIMING
         try:
             chosen = select(tail, budget=budget)

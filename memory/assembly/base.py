@@ -17,10 +17,12 @@ Providers must not write anything: assembly is read-only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from memory.config import MemoryConfig
+from memory.memo import Memo
 from memory.scopes import AgentScope, CompositeScope, Scope, SessionScope, UserScope
 from memory.stores.base import MemoryStoreBundle
 from memory.tokens import count_text
@@ -89,3 +91,34 @@ class MemoryProvider(ABC):
         Must not write to any store, must return well-formed XML whatever the stored content,
         and must keep ``Section.tokens`` within the provider's budget.
         """
+
+
+class RenderMemo:
+    """What was rendered from which inputs, for the most recent keys (see memory.memo).
+
+    Assembly runs every turn over inputs that rarely change (the same core memory files, archive
+    summaries, catalog entries and session messages as the turn before), and rendering and
+    counting them is most of its cost. A provider stores its result under a key (e.g. the
+    session) together with the inputs it was computed from; ``get`` returns it only when the
+    inputs given now are equal to those (identical objects are equal at once), so a change in
+    any input renders afresh.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._memo = Memo(size)
+
+    def get(self, key: Hashable, inputs: Any, default: Any = None) -> Any:
+        entry = self._memo.get(key)
+        if entry is None:
+            return default
+        stored, value = entry
+        return value if stored is inputs or stored == inputs else default
+
+    def put(self, key: Hashable, inputs: Any, value: Any) -> None:
+        self._memo.put(key, (inputs, value))
+
+    def clear(self) -> None:
+        self._memo.clear()
+
+    def __len__(self) -> int:
+        return len(self._memo)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memory.assembly.base import AssemblyContext, MemoryProvider, Section
+from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.xml import element
 from memory.core_memory import CORE_FILES, DEFAULT_CAPS, MEMORY, SOUL, USER, core_scope
 from memory.tokens import count_text, truncate_text
@@ -34,17 +34,28 @@ class CoreMemoryProvider(MemoryProvider):
 
     def __init__(self, *, caps: Mapping[str, int] | None = None) -> None:
         self._caps = {**DEFAULT_CAPS, **(caps or {})}
+        # (agent, user) -> the section, while the files read are the same.
+        self._memo = RenderMemo()
 
     def provide(self, ctx: AssemblyContext) -> Section | None:
         if not ctx.config.core_enabled:
             return None
+        files = [file for file in CORE_FILES if ctx.user is not None or file == SOUL]
+        texts = tuple(
+            ctx.stores.kv.get_value(core_scope(file=file, agent=ctx.agent, user=ctx.user), file, "") or ""
+            for file in files
+        )
+        key = (ctx.agent, ctx.user)
+        section = self._memo.get(key, texts)
+        if section is None:
+            section = self._render(files, texts)
+            self._memo.put(key, texts, section)
+        return section
+
+    def _render(self, files: list[str], texts: tuple[str, ...]) -> Section:
         parts: list[str] = []
         filled = 0
-        for file in CORE_FILES:
-            if ctx.user is None and file != SOUL:
-                continue
-            scope = core_scope(file=file, agent=ctx.agent, user=ctx.user)
-            text = ctx.stores.kv.get_value(scope, file, "") or ""
+        for file, text in zip(files, texts, strict=True):
             cap = self._caps[file]
             if count_text(text) > cap:
                 text = truncate_text(text, cap, marker=_OVER_CAP)

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from memory.assembly.base import RenderMemo
 from memory.messages import Message, ToolCall
-from memory.tokens import count_text, truncate_text, with_tokens
+from memory.tokens import MESSAGE_OVERHEAD, count_text, truncate_text, with_tokens
 
 
 class ReasoningPolicy(StrEnum):
@@ -155,6 +156,15 @@ def _redact_arguments(arguments_json: str, patterns: Sequence[SecretPattern]) ->
     return json.dumps(new, ensure_ascii=False), count
 
 
+def _surely_within(message: Message, content: str, limit: int) -> bool:
+    """Whether ``content`` has at most ``limit`` tokens, known without counting it: from the
+    message's cached count (which includes the content's) when the content is unchanged, or
+    from its UTF-8 length (a token is at least one byte)."""
+    if content is message.content and message.tokens is not None and message.tokens - MESSAGE_OVERHEAD <= limit:
+        return True
+    return len(content) * 4 <= limit or len(content.encode("utf-8", "surrogatepass")) <= limit
+
+
 def _last_user_index(messages: Sequence[Message]) -> int:
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].role == "user":
@@ -172,46 +182,70 @@ def govern(messages: Sequence[Message], *, policy: GovernancePolicy) -> tuple[li
     clipped = dropped = redactions = 0
     out: list[Message] = []
     for index, message in enumerate(messages):
-        content = message.content
-        reasoning = message.reasoning_content
-        calls = message.tool_calls
-
-        if reasoning is not None and (
+        drop = message.reasoning_content is not None and (
             policy.reasoning is ReasoningPolicy.DROP_ALL
             or (policy.reasoning is ReasoningPolicy.AFTER_LAST_USER and index < last_user)
-        ):
-            reasoning = None
-            dropped += 1
-
-        if policy.redact_secrets:
-            if content:
-                content, n = redact(content, patterns=policy.secret_patterns)
-                redactions += n
-            if reasoning:
-                reasoning, n = redact(reasoning, patterns=policy.secret_patterns)
-                redactions += n
-            if calls:
-                new_calls = []
-                for call in calls:
-                    arguments, n = _redact_arguments(call.arguments_json, policy.secret_patterns)
-                    redactions += n
-                    new_calls.append(call if not n else ToolCall(id=call.id, name=call.name, arguments_json=arguments))
-                calls = tuple(new_calls)
-
-        # Clip after redaction, so a secret is never cut in half and left partly readable.
-        limit = policy.max_tool_result_tokens
-        if message.role == "tool" and limit is not None and content:
-            size = count_text(content)
-            if size > limit:
-                content = truncate_text(content, limit, marker=_clip_marker(size, limit))
-                clipped += 1
-
-        if (content, reasoning, calls) == (message.content, message.reasoning_content, message.tool_calls):
-            out.append(message)
+        )
+        # The inputs hold the policy, so its id cannot be reused while the entry lives.
+        key = (id(policy), message.id, drop)
+        memo = _memo.get(key, (policy, message))
+        if memo is not None:
+            governed, n_clipped, n_redacted = memo
         else:
-            out.append(
-                with_tokens(
-                    replace(message, content=content, reasoning_content=reasoning, tool_calls=calls, tokens=None)
-                )
-            )
+            governed, n_clipped, n_redacted = _govern_one(message, drop=drop, policy=policy)
+            _memo.put(key, (policy, message), (None if governed is message else governed, n_clipped, n_redacted))
+        out.append(message if governed is None else governed)
+        clipped += n_clipped
+        redactions += n_redacted
+        dropped += drop
     return out, GovernanceReport(clipped=clipped, reasoning_dropped=dropped, redactions=redactions)
+
+
+#: The governed copies of recent messages, keyed by (policy id, message id, reasoning dropped).
+#: Governance is a pure function of the message, the policy and whether its reasoning is
+#: dropped, and a session's messages are the same frozen values turn after turn: without this,
+#: every turn would redact and re-count the same few hundred messages again. An entry is used
+#: only when its policy is the same object and its message equals the one given (an equal id is
+#: not enough), so a different message under a reused id is governed afresh.
+_memo = RenderMemo(16384)
+
+
+def _govern_one(message: Message, *, drop: bool, policy: GovernancePolicy) -> tuple[Message, int, int]:
+    """One message governed: (the copy, or ``message`` itself when unchanged; clipped; redactions)."""
+    content = message.content
+    reasoning = None if drop else message.reasoning_content
+    calls = message.tool_calls
+    clipped = redactions = 0
+
+    if policy.redact_secrets:
+        if content:
+            content, n = redact(content, patterns=policy.secret_patterns)
+            redactions += n
+        if reasoning:
+            reasoning, n = redact(reasoning, patterns=policy.secret_patterns)
+            redactions += n
+        if calls:
+            new_calls = []
+            for call in calls:
+                arguments, n = _redact_arguments(call.arguments_json, policy.secret_patterns)
+                redactions += n
+                new_calls.append(call if not n else ToolCall(id=call.id, name=call.name, arguments_json=arguments))
+            calls = tuple(new_calls)
+
+    # Clip after redaction, so a secret is never cut in half and left partly readable.
+    limit = policy.max_tool_result_tokens
+    if message.role == "tool" and limit is not None and content and not _surely_within(message, content, limit):
+        size = count_text(content)
+        if size > limit:
+            content = truncate_text(content, limit, marker=_clip_marker(size, limit))
+            clipped = 1
+
+    if (content, reasoning, calls) == (message.content, message.reasoning_content, message.tool_calls):
+        return message, clipped, redactions
+    if message.tokens is not None and reasoning is None and (content, calls) == (message.content, message.tool_calls):
+        # Only the reasoning was dropped: a message's count is the sum of its fields' counts
+        # (memory.tokens.compute_message_tokens), so take the reasoning's share off.
+        tokens = message.tokens - count_text(message.reasoning_content)
+        return replace(message, reasoning_content=None, tokens=tokens), clipped, redactions
+    changed = replace(message, content=content, reasoning_content=reasoning, tool_calls=calls, tokens=None)
+    return with_tokens(changed), clipped, redactions

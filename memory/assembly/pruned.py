@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import UTC
 
-from memory.assembly.base import AssemblyContext, MemoryProvider, Section
+from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.xml import element, excerpt, wrap
 from memory.compression.pruned import PrunedCatalog, PrunedEntry
 from memory.tokens import count_text
@@ -44,6 +44,8 @@ class PrunedProvider(MemoryProvider):
             raise ValueError("excerpt_chars must be at least 16")
         self._catalog = catalog
         self._excerpt_chars = excerpt_chars
+        # (session, budget) -> the section, while the entries shown are the same.
+        self._memo = RenderMemo()
 
     def provide(self, ctx: AssemblyContext) -> Section | None:
         by_seq: dict[int, PrunedEntry] = {}
@@ -53,8 +55,16 @@ class PrunedProvider(MemoryProvider):
         if not by_seq:
             return None
         newest_first = [by_seq[seq] for seq in sorted(by_seq, reverse=True)]
-        total = len(newest_first)
         budget = ctx.config.pruned_budget_tokens
+        key = (ctx.session.key(), budget)
+        section = self._memo.get(key, newest_first)
+        if section is None:
+            section = self._section(newest_first, budget)
+            self._memo.put(key, newest_first, section)
+        return section
+
+    def _section(self, newest_first: list[PrunedEntry], budget: int) -> Section:
+        total = len(newest_first)
 
         # Entries are rendered only until the budget is reached: a long catalog costs its
         # reading, not its rendering.

@@ -17,8 +17,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from memory.compression.boundary import PruneBoundary, choose_boundary
 from memory.compression.pruned import PrunedCatalog
 from memory.compression.summary import SummaryOptions, SummaryOutcome, Summarizer, compose_summary
@@ -35,6 +33,7 @@ from memory.stores.base import (
     MemoryStoreBundle,
     PruneResult,
 )
+from memory.threads import run_blocking
 from memory.tokens import with_tokens
 
 logger = logging.getLogger("memory.compression")
@@ -130,8 +129,8 @@ def derived_id(kind: str, *, session: SessionScope, through_seq: int) -> str:
 
 
 async def io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """Call a sync store function from the pipeline (thread-sensitive: ORM-safe, ordered)."""
-    return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+    """Call a sync store function from the pipeline on a store thread (memory.threads; awaited, so ordered)."""
+    return await run_blocking(fn, *args, **kwargs)
 
 
 # -- the steps, in pipeline order -----------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -271,6 +271,18 @@ class ArchiveStore(ABC):
     ) -> list[ArchiveDocument]:
         """Documents ordered by seq (descending if ``newest_first``), after ``after_seq``;
         ``limit`` keeps the first N of that order (so the newest N when ``newest_first``)."""
+
+    def list_summaries(
+        self, scope: Scope, *, after_seq: int | None = None, limit: int | None = None, newest_first: bool = False
+    ) -> list[ArchiveDocument]:
+        """``list`` without the history: the same documents in the same order, each with
+        ``messages == ()`` and every other field as stored. For callers that show summaries
+        (context assembly), so they do not pay for decoding thousands of archived messages;
+        backends override it with a read that skips the messages."""
+        return [
+            replace(document, messages=())
+            for document in self.list(scope, after_seq=after_seq, limit=limit, newest_first=newest_first)
+        ]
 
     @abstractmethod
     def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ArchiveHit]:

@@ -9,10 +9,11 @@ the conformance suite relies on.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from memory.memo import Memo
 from memory.messages import Message
 from memory.scopes import Scope
 from memory.stores.base import (
@@ -35,6 +36,49 @@ def dumps(data: Any) -> str:
     except UnicodeEncodeError:
         text = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
     return text
+
+
+class DecodeMemo(Memo):
+    """Values decoded from stored bytes, for the most recently read byte strings.
+
+    A session's tail is read every turn, and decoding its few hundred records (JSON, then a
+    Message) was most of a read's cost. A stored record's bytes determine its value and values
+    are frozen, so the value decoded from equal bytes is shared: a record that changes (a soft
+    delete, a rewrite) has other bytes and is decoded afresh.
+    """
+
+    def decode(self, raws: Sequence[Hashable], decode_many: Callable[[list], list[Any]]) -> list[Any]:
+        """One value per raw: from the memo, the others through ``decode_many`` (and then kept)."""
+        found = self.get_many(raws)
+        missing = [i for i, value in enumerate(found) if value is None]
+        if missing:
+            todo = [raws[i] for i in missing]
+            values = decode_many(todo)
+            for i, value in zip(missing, values, strict=True):
+                found[i] = value
+            if len(todo) <= self.size // 2:  # one huge read must not flush every session's tail
+                self.put_many(todo, values)
+        return found
+
+
+#: Messages by the JSON text a SQL row holds (shared by every SqlMessageStore of the process).
+MESSAGE_TEXTS = DecodeMemo(16384)
+
+
+def messages_from_texts(texts: Sequence[str]) -> list[Message]:
+    """The messages stored as these ``dumps(message.to_record())`` texts, in order."""
+    return MESSAGE_TEXTS.decode(texts, _decode_texts)
+
+
+def _decode_texts(texts: list[str]) -> list[Message]:
+    try:
+        # One parse for the lot: each text is one whole JSON object the store wrote.
+        records = json.loads("[" + ",".join(texts) + "]")
+    except (json.JSONDecodeError, RecursionError):
+        records = None
+    if not isinstance(records, list) or len(records) != len(texts):
+        records = [json.loads(text) for text in texts]  # a bad text raises, about itself
+    return [Message.from_stored(record) for record in records]
 
 
 # -- arguments --------------------------------------------------------------------------------
@@ -165,6 +209,33 @@ def document_from_record(record: Mapping[str, Any]) -> ArchiveDocument:
         summary=record["summary"],
         created_at=datetime.fromisoformat(record["created_at"]),
         metadata=dict(record.get("metadata") or {}),
-        messages=tuple(Message.from_record(m) for m in record.get("messages", ())),
+        messages=tuple(Message.from_stored(m) for m in record.get("messages", ())),
     )
 
+
+
+#: The keys ``document_to_record`` writes before "messages" (its last key).
+_HEAD_KEYS = frozenset({"id", "seq", "session", "title", "summary", "created_at", "metadata"})
+
+
+def summary_from_head(head: str | None) -> ArchiveDocument | None:
+    """The document without its messages, from the JSON text before ``,"messages":[``; None
+    when that text is not exactly the head ``document_to_record`` writes.
+
+    ``head`` is cut at the first ``,"messages":[`` of the record's JSON. Inside a JSON string a
+    quote is always escaped, so that sequence is structural: either the top-level key (the head
+    then holds every other key, and closing it with ``}`` gives valid JSON) or a key nested in
+    ``metadata`` (the head then leaves an object open and does not decode), never a false match.
+    """
+    if not head:
+        return None
+    try:
+        record = json.loads(head + "}")
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if not isinstance(record, dict) or record.keys() != _HEAD_KEYS:
+        return None
+    try:
+        return document_from_record(record)
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -113,7 +113,7 @@ class Line:
     raw: bytes
 
     def message(self) -> Message:
-        return Message.from_record(self.record)
+        return Message.from_stored(self.record)
 
 
 @dataclass(slots=True)

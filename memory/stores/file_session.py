@@ -49,7 +49,14 @@ from memory.stores.base import (
     SessionHead,
     StorageUnavailable,
 )
-from memory.stores.codec import check_batch, check_ids, check_prune_arguments, check_scope, check_window
+from memory.stores.codec import (
+    DecodeMemo,
+    check_batch,
+    check_ids,
+    check_prune_arguments,
+    check_scope,
+    check_window,
+)
 from memory.stores.file_format import (
     HEAD_SLOTS,
     RECENT_SEALED,
@@ -78,6 +85,8 @@ from memory.tokens import with_tokens
 _ID_CACHE_SCOPES = 256
 _ID_CACHE_IDS = 200_000
 _READ_ATTEMPTS = 4
+#: (seq, deleted, message) by the exact bytes of a session line, shared by the process's stores.
+LINES = DecodeMemo(16384)
 _TEMP = re.compile(r"\..*\.tmp")
 
 
@@ -133,19 +142,26 @@ class FileMessageStore(MessageStore):
                 need -= segment.lines if include_deleted else segment.live
                 if need <= 0:
                     break
-        picked: list[Line] = []
+        picked: list[Message] = []
         for segment in chosen:
             for raw in reversed(read_segment(directory, segment)):
-                line = parse_line(raw)
-                if after_seq is not None and line.seq <= after_seq:
+                # (seq, deleted, message) per line, decoded once per distinct line (codec.DecodeMemo).
+                decoded = LINES.get(raw)
+                if decoded is None:
+                    line = parse_line(raw)
+                    decoded = (line.seq, line.deleted, line.message())
+                    LINES.put(raw, decoded)
+                seq, deleted, message = decoded
+                if after_seq is not None and seq <= after_seq:
                     break
-                if include_deleted or not line.deleted:
-                    picked.append(line)
+                if include_deleted or not deleted:
+                    picked.append(message)
                     if last is not None and len(picked) >= last:
                         break
             if last is not None and len(picked) >= last:
                 break
-        return [line.message() for line in reversed(picked)]
+        picked.reverse()
+        return picked
 
     def _newest_first(self, directory: Path, head: Head) -> Iterator[Segment]:
         if head.open:

@@ -36,7 +36,14 @@ from memory.stores.base import (
     PruneResult,
 )
 from memory.stores.base import SessionHead as HeadValue
-from memory.stores.codec import check_batch, check_ids, check_prune_arguments, check_window, dumps
+from memory.stores.codec import (
+    check_batch,
+    check_ids,
+    check_prune_arguments,
+    check_window,
+    dumps,
+    messages_from_texts,
+)
 from memory.stores.sql_archive import SqlArchiveStore
 from memory.stores.sql_common import RACE_ATTEMPTS, Raced, chunks, database_errors, scope_key
 from memory.stores.sql_kv import SqlCursorStore, SqlKVStore
@@ -91,6 +98,15 @@ class _Statements:
                      f"WHERE {col(msg, 'scope_key')} = %s AND {col(msg, 'message_id')} IN ")
         self.used_pruned = (f"SELECT {col(pruned, 'message_id')} FROM {q(pruned.db_table)} "
                             f"WHERE {col(pruned, 'scope_key')} = %s AND {col(pruned, 'message_id')} IN ")
+        # Claiming the seqs of an append in one statement: the head's totals move by the batch's
+        # and the new values come back (RETURNING: SQLite >= 3.35, PostgreSQL).
+        self.claim = (
+            f"UPDATE {q(head.db_table)} SET {col(head, 'version')} = {col(head, 'version')} + 1, "
+            f"{col(head, 'last_seq')} = {col(head, 'last_seq')} + %s, {col(head, 'count')} = {col(head, 'count')} + %s, "
+            f"{col(head, 'tokens')} = {col(head, 'tokens')} + %s, {col(head, 'updated_at')} = %s "
+            f"WHERE {col(head, 'scope_key')} = %s RETURNING {', '.join(col(head, c) for c in _HEAD_COLUMNS)}"
+            if connection.features.can_return_rows_from_update else None
+        )
         self.window = f"SELECT {col(msg, 'data')} FROM {q(msg.db_table)} WHERE {col(msg, 'scope_key')} = %s"
         self.live = f" AND {col(msg, 'deleted')} = %s"
         self.after = f" AND {col(msg, 'seq')} > %s"
@@ -114,7 +130,7 @@ def _when(value, using: str) -> object:
 
 
 def _message(data: str) -> Message:
-    return Message.from_record(json.loads(data))
+    return Message.from_stored(json.loads(data))
 
 
 class SqlMessageStore(MessageStore):
@@ -161,29 +177,65 @@ class SqlMessageStore(MessageStore):
         if not batch:
             return []
         counted = [with_tokens(m) for m in batch]  # outside the transaction: counting can be slow
+        ids = [m.id for m in counted]
         for attempt in range(RACE_ATTEMPTS):
             try:
                 with transaction.atomic(using=self.using):
-                    head = self._lock_head(key, create=True)
-                    self._reject_used(scope, key, head, [m.id for m in counted])
-                    stored = [replace(m, seq=head.last_seq + i) for i, m in enumerate(counted, 1)]
-                    for part in chunks(stored, _INSERT_ROWS):
-                        params = [p for m in part for p in _message_params(key, m, self.using)]
-                        self._execute(self._sql.insert + ", ".join([self._sql.row] * len(part)), params)
-                    self._advance(head, last_seq=stored[-1].seq, count=head.count + len(stored),
-                                  tokens=head.tokens + sum(m.tokens or 0 for m in stored))
+                    if self._sql.claim is not None:
+                        stored = self._append_claiming(scope, key, counted)
+                    else:
+                        stored = self._append_checked(scope, key, counted)
                 return stored
             except (Raced, IntegrityError):
+                # The unique (scope, message id) constraint or a concurrent writer: say which.
+                self._reject_used(scope, key, ids, pruned=True)
                 if attempt == RACE_ATTEMPTS - 1:
                     raise ConcurrentChange(f"{scope} kept changing during the append; retry") from None
         raise AssertionError("unreachable")
 
-    def _reject_used(self, scope: Scope, key: str, head: _Head, ids: list[str]) -> None:
+    def _append_claiming(self, scope: Scope, key: str, counted: list[Message]) -> list[Message]:
+        """The short path, as few statements as an append can take: claim the seqs (one UPDATE ...
+        RETURNING, which also takes the head's row lock) and insert. A live or deleted message
+        with one of the ids fails the insert on the unique constraint (the caller then names the
+        ids); ids of pruned messages are looked up only in sessions that were ever pruned."""
+        tokens = sum(m.tokens or 0 for m in counted)
+        params = [len(counted), len(counted), tokens, _when(timezone.now(), self.using), key]
+        rows = self._execute(self._sql.claim, params)
+        if not rows:
+            self._lock_head(key, create=True)  # the session's first append
+            rows = self._execute(self._sql.claim, params)
+        head = _Head(*rows[0])
+        if head.pruned:
+            self._reject_used(scope, key, [m.id for m in counted], pruned=True, live=False)
+        first = head.last_seq - len(counted)
+        stored = [replace(m, seq=first + i) for i, m in enumerate(counted, 1)]
+        self._insert(key, stored)
+        return stored
+
+    def _append_checked(self, scope: Scope, key: str, counted: list[Message]) -> list[Message]:
+        """The portable path: lock the head, check the ids, insert, advance the head's version."""
+        head = self._lock_head(key, create=True)
+        self._reject_used(scope, key, [m.id for m in counted], pruned=bool(head.pruned))
+        stored = [replace(m, seq=head.last_seq + i) for i, m in enumerate(counted, 1)]
+        self._insert(key, stored)
+        self._advance(head, last_seq=stored[-1].seq, count=head.count + len(stored),
+                      tokens=head.tokens + sum(m.tokens or 0 for m in stored))
+        return stored
+
+    def _insert(self, key: str, stored: list[Message]) -> None:
+        for part in chunks(stored, _INSERT_ROWS):
+            params = [p for m in part for p in _message_params(key, m, self.using)]
+            self._execute(self._sql.insert + ", ".join([self._sql.row] * len(part)), params)
+
+    def _reject_used(self, scope: Scope, key: str, ids: list[str], *, pruned: bool, live: bool = True) -> None:
+        """Raise DuplicateMessage if any id is used by a message of the session (live or deleted
+        when ``live``, pruned when ``pruned``)."""
         used: list[str] = []
         for part in chunks(ids):
             marks = "(" + ", ".join(["%s"] * len(part)) + ")"
-            used += [row[0] for row in self._execute(self._sql.used + marks, [key, *part])]
-            if head.pruned:
+            if live:
+                used += [row[0] for row in self._execute(self._sql.used + marks, [key, *part])]
+            if pruned:
                 used += [row[0] for row in self._execute(self._sql.used_pruned + marks, [key, *part])]
         if used:
             raise DuplicateMessage(f"message id(s) {', '.join(map(repr, used[:5]))} already exist in {scope}")
@@ -200,9 +252,9 @@ class SqlMessageStore(MessageStore):
         if after_seq is not None:
             sql, params = sql + self._sql.after, [*params, after_seq]
         if last is None:
-            return [_message(row[0]) for row in self._execute(sql + self._sql.ascending, params)]
+            return messages_from_texts([row[0] for row in self._execute(sql + self._sql.ascending, params)])
         newest = self._execute(sql + self._sql.newest, [*params, last])
-        return [_message(row[0]) for row in reversed(newest)]
+        return messages_from_texts([row[0] for row in reversed(newest)])
 
     @database_errors
     def head(self, scope: Scope) -> HeadValue:

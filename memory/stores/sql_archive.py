@@ -11,6 +11,7 @@ FTS5, use a portable path: ``LIKE`` narrows the candidates, the same BM25 ranks 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import reduce
 from operator import or_
 
@@ -32,6 +33,7 @@ from memory.stores.codec import (
     document_from_record,
     document_to_record,
     dumps,
+    summary_from_head,
 )
 from memory.stores.sql_common import (
     RACE_ATTEMPTS,
@@ -42,6 +44,7 @@ from memory.stores.sql_common import (
 )
 
 FTS_TABLE = "memory_archive_fts"
+_MESSAGES_KEY = ',"messages":['
 
 _fts_present: dict[tuple[str, str], bool] = {}
 
@@ -134,6 +137,42 @@ class SqlArchiveStore(ArchiveStore):
         if limit is not None:
             rows = rows[: check_int(limit, "limit", minimum=0)]
         return [document_from_record(json.loads(data)) for data in rows]
+
+    @database_errors
+    def list_summaries(self, scope: Scope, *, after_seq: int | None = None, limit: int | None = None,
+                       newest_first: bool = False) -> list[ArchiveDocument]:
+        # The database cuts each document's JSON before its "messages" list (always the last
+        # key, see document_to_record), so only the head crosses into Python and is decoded.
+        # Plain SQL: assembly lists summaries every turn and compiling the ORM query cost more
+        # than running it.
+        connection = connections[self.using]
+        q = connection.ops.quote_name
+        meta = ArchiveEntry._meta
+        pk, text, seq, key = (q(meta.get_field(name).column) for name in ("id", "data", "seq", "scope_key"))
+        find = "instr({0}, %s)" if connection.vendor == "sqlite" else "strpos({0}, %s)"
+        at = find.format(text)
+        sql = (f"SELECT {pk}, CASE WHEN {at} > 0 THEN substr({text}, 1, {at} - 1) ELSE '' END "
+               f"FROM {q(meta.db_table)} WHERE {key} = %s")
+        params: list[object] = [_MESSAGES_KEY, _MESSAGES_KEY, scope_key(scope)]
+        if after_seq is not None:
+            sql += f" AND {seq} > %s"
+            params.append(check_int(after_seq, "after_seq"))
+        sql += f" ORDER BY {seq} DESC" if newest_first else f" ORDER BY {seq}"
+        if limit is not None:
+            sql += " LIMIT %s"
+            params.append(check_int(limit, "limit", minimum=0))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            found = cursor.fetchall()
+        documents = [summary_from_head(head) for _, head in found]
+        missing = [pk for (pk, _), document in zip(found, documents, strict=True) if document is None]
+        if missing:  # a head that did not decode as one (not written by document_to_record)
+            data = dict(ArchiveEntry.objects.using(self.using).filter(pk__in=missing).values_list("pk", "data"))
+            documents = [
+                document if document is not None else replace(document_from_record(json.loads(data[pk])), messages=())
+                for (pk, _), document in zip(found, documents, strict=True)
+            ]
+        return documents
 
     @database_errors
     def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ArchiveHit]:

@@ -137,3 +137,49 @@ def test_messages_are_immutable_and_need_aware_times():
         message.content = "changed"  # type: ignore[misc]
     with pytest.raises(MalformedMessage, match="timezone-aware"):
         Message(role="user", content="hi", created_at=datetime(2026, 1, 1))
+
+
+@settings(max_examples=300)
+@given(messages())
+def test_from_stored_equals_from_record_for_what_stores_write(message):
+    record = json.loads(json.dumps(message.to_record()))
+    assert Message.from_stored(record) == Message.from_record(record) == message
+
+
+def _stored(**changes):
+    record = Message(role="assistant", content="hi", tool_calls=(ToolCall(id="c1", name="f", arguments_json="{}"),),
+                     seq=3, tokens=9).to_record()
+    record.update(changes)
+    return record
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        _stored(role="robot"),
+        _stored(content=5),
+        _stored(seq=-1),
+        _stored(tokens=True),
+        _stored(created_at="yesterday"),
+        _stored(tool_calls=[{"id": "", "type": "function", "function": {"name": "f", "arguments": "{}"}}]),
+        _stored(tool_calls=[{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}] * 2),
+        _stored(role="user"),  # a user message with tool calls
+        _stored(role="tool"),  # a tool message without tool_call_id
+    ],
+)
+def test_from_stored_validates_what_a_store_could_not_have_written(record):
+    with pytest.raises(MalformedMessage):
+        Message.from_stored(record)
+    with pytest.raises(MalformedMessage):
+        Message.from_record(record)
+
+
+def test_from_stored_takes_records_in_the_older_or_wire_shape():
+    # No tokens/kind keys (an older record): validated and defaulted the from_record way.
+    record = {"role": "user", "content": "hi", "id": "m1", "seq": 1, "created_at": "2026-01-01T00:00:00+00:00"}
+    assert Message.from_stored(record) == Message.from_record(record)
+    assert Message.from_stored(record).kind == "message"
+    # An empty id or kind: from_record's defaults (a fresh id, the plain kind), not a shortcut.
+    for changes in ({"id": ""}, {"kind": ""}):
+        stored = Message.from_stored(_stored(**changes))
+        assert stored.id and stored.kind == "message"

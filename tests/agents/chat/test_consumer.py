@@ -149,7 +149,10 @@ async def test_a_second_tab_on_the_same_conversation_is_busy_too(conversation, o
 # -- a turn ----------------------------------------------------------------------------------
 
 
-async def test_a_turn_streams_tokens_meter_and_final_markdown(conversation, owner, chat_runtime):
+async def test_a_turn_streams_tokens_meter_and_final_markdown(conversation, owner, make_runtime):
+    # A model that takes a moment per delta, as a real one does (an instant one is relayed in
+    # as few frames as the socket takes: see the coalescing test below).
+    chat_runtime = make_runtime(chunk_delay=0.005)
     comm = await connected(conversation, owner)
     await send(comm, "hello <script>alert(1)</script>")
     frames = await receive_until(comm, IDLE)
@@ -308,3 +311,46 @@ async def test_stop_during_a_long_silence_falls_back_to_cancelling(conversation,
     validate_transcript(messages)
     assert messages[-1].role == "assistant" and "stopped" in messages[-1].content
     await comm.disconnect()
+
+
+def test_queued_deltas_coalesce_into_one_frame_in_order():
+    import collections
+
+    from agents.chat.consumer import _coalesce
+    from agents.runtime.events import ContentChunk, ReasoningChunk, TurnFinished
+
+    finished = TurnFinished.__new__(TurnFinished)  # any non-chunk event stops a merge
+    pending = collections.deque([
+        ReasoningChunk("th"), ReasoningChunk("ink"),
+        ContentChunk("Hel", 1), ContentChunk("lo ", 2), ContentChunk("<b>", 3),
+        "<div>a fragment</div>",
+        ContentChunk("again", 4),
+        finished,
+    ])
+    out = []
+    while pending:
+        out.append(_coalesce(pending))
+    assert out == [ReasoningChunk("think"), ContentChunk("Hello <b>", 3), "<div>a fragment</div>",
+                   ContentChunk("again", 4), finished]
+    single = ContentChunk("x", 1)
+    assert _coalesce(collections.deque([single])) is single
+
+
+async def test_a_fast_stream_arrives_whole_in_fewer_frames_with_a_live_meter(conversation, owner, chat_runtime):
+    comm = await connected(conversation, owner)
+    await send(comm, "tell me something long")
+    frames = await receive_until(comm, IDLE)
+    pattern = re.compile(r'<div hx-swap-oob="beforeend:#live-[^"]+-content">([^<]*)</div>')
+    streamed = "".join(html_unescape(part) for frame in frames for part in pattern.findall(frame))
+    reply = [m for m in await stored(chat_runtime, conversation) if m.role == "assistant"][-1]
+    assert streamed == reply.content
+    joined = "\n".join(frames)
+    completions = [int(n) for n in re.findall(r'id="meter-completion" hx-swap-oob="true">(\d+)<', joined)]
+    assert completions and completions == sorted(completions)
+    await comm.disconnect()
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)

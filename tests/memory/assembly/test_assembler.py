@@ -261,3 +261,37 @@ async def test_aassemble_dispatches_asynchronously(threaded_bundle, catalog, hoo
     context = await assembler.aassemble(session=session, config=MemoryConfig(), agent="default")
     assert context.messages[-1]["content"] == "hi"
     assert len(assembled_events) == 1
+
+
+def test_one_assembler_sees_every_change_between_turns(bundle, catalog):
+    """Sections and counts kept from the turn before are used only while their inputs are the same."""
+    session = new_session()
+    full_memory(bundle, catalog, session)
+    assembler = make(bundle, catalog)
+
+    def turn(**kwargs):
+        args = {"session": session, "config": FULL, "agent": "default", "user": "42",
+                "instructions": INSTRUCTIONS, "tools": TOOLS, **kwargs}
+        context = assembler.assemble(**args)
+        assert context == make(bundle, catalog).assemble(**args)  # a fresh assembler agrees
+        return context
+
+    first = turn()
+    assert turn() == first
+    bundle.kv.put(core_scope(file=MEMORY, agent="default", user="42"), MEMORY, "- likes coffee now")
+    after_edit = turn().messages[0]["content"]
+    assert "likes coffee now" in after_edit and "likes tea" not in after_edit
+    bundle.archive.put(CompositeScope(AgentScope("default"), UserScope("42")),
+                       ArchiveDocument(session=session.key(), summary="a third summary", title="doc 3"))
+    assert "a third summary" in turn().messages[0]["content"]
+    older = bundle.messages.read(session)
+    catalog.write(session, older[1:3])
+    head = bundle.messages.head(session)
+    bundle.messages.prune(session, through_seq=older[2].seq, expected_version=head.version, summary=None)
+    after_prune = turn()
+    assert after_prune.messages[0]["content"] != first.messages[0]["content"]
+    assert [a.items for a in after_prune.account if a.name == "pruned catalog"] == [6]
+    changed = turn(instructions="Be brief.", tools=[])
+    assert changed.messages[0]["content"].startswith("Be brief.")
+    assert {a.name: a.tokens for a in changed.account}["tools"] == 0
+    assert {a.name: a.tokens for a in changed.account}["system"] == count_text("Be brief.")

@@ -124,3 +124,34 @@ def test_governance_never_changes_structure(texts, reasoning):
     for message in out:
         for call in message.tool_calls:
             json.loads(call.arguments_json)
+
+
+def test_a_message_is_governed_afresh_when_it_differs_under_the_same_id():
+    policy = GovernancePolicy()
+    clean = Message(role="user", content="nothing secret here", id="m-1", seq=1)
+    out, report = govern([clean], policy=policy)
+    assert out[0] is clean and report.redactions == 0
+    # Same id, other content (a different store, a rewritten row): not the governed copy of the first.
+    leaky = Message(role="user", content=f"key {SECRETS['api_key']}", id="m-1", seq=1)
+    out, report = govern([leaky], policy=policy)
+    assert report.redactions == 1 and SECRETS["api_key"] not in out[0].content
+    # And the first again: unchanged, the same object as given.
+    again = Message(role="user", content="nothing secret here", id="m-1", seq=1)
+    out, report = govern([again], policy=policy)
+    assert out[0] is again and report.redactions == 0
+    # Another policy on the same message is its own entry.
+    out, report = govern([leaky], policy=GovernancePolicy(redact_secrets=False))
+    assert out[0] is leaky and report.redactions == 0
+
+
+def test_repeated_governing_reports_the_same_and_counts_stay_exact():
+    policy = GovernancePolicy(max_tool_result_tokens=100)
+    messages = [Message(role=m.role, content=m.content, reasoning_content=m.reasoning_content,
+                        tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, seq=m.seq,
+                        tokens=compute_message_tokens(m)) for m in _chain()]
+    first = govern(messages, policy=policy)
+    second = govern(messages, policy=policy)
+    assert first == second
+    out, report = second
+    assert report.reasoning_dropped == 1 and report.clipped == 1 and report.redactions == 1
+    assert all(m.tokens == compute_message_tokens(m) for m in out)

@@ -175,3 +175,19 @@ def test_unicode_words_are_searchable(bundle):
     arabic = bundle.archive.put(U, doc(f"مرحبا بالعالم. {FILLER}"))
     assert [h.document.id for h in bundle.archive.search(U, "東京")] == [tokyo.id]
     assert [h.document.id for h in bundle.archive.search(U, "مرحبا")] == [arabic.id]
+
+
+def test_list_summaries_is_list_without_the_messages(bundle):
+    tricky = {"note": ',"messages":[ inside a string', "messages": [1, 2], "nested": {"messages": []}}
+    docs = [
+        bundle.archive.put(U, doc(title="with history", messages=tuple(tool_chain()), metadata={"through_seq": 9})),
+        bundle.archive.put(U, doc('summary quoting ,"messages":[ and "quotes"', messages=tuple(tricky_messages()))),
+        bundle.archive.put(U, doc(title="metadata that looks like the cut", metadata=tricky, messages=tuple(tool_chain()))),
+        bundle.archive.put(U, doc(title="no history")),
+    ]
+    for kwargs in ({}, {"newest_first": True}, {"limit": 2}, {"limit": 2, "newest_first": True}, {"after_seq": 2},
+                   {"limit": 0}):
+        expected = [replace(d, messages=()) for d in bundle.archive.list(U, **kwargs)]
+        assert bundle.archive.list_summaries(U, **kwargs) == expected, kwargs
+    assert [d.metadata for d in bundle.archive.list_summaries(U)] == [d.metadata for d in docs]
+    assert bundle.archive.list_summaries(UserScope("nobody")) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from django.db import connection
@@ -11,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from memory.models import ArchiveEntry, PrunedMessageId, SessionHead, StoredMessage
 from memory.scopes import CompositeScope, SessionScope, UserScope
 from memory.stores import sql_archive
-from memory.stores.base import ArchiveDocument, KVItem
+from memory.stores.base import ArchiveDocument, DuplicateMessage, KVItem
 from memory.stores.base import SessionHead as HeadValue
 from memory.stores.sql import (
     SqlArchiveStore,
@@ -174,3 +175,39 @@ def test_archive_columns_hold_text_without_nul():
     assert (row.title, row.summary) == ("title", "summary")
     assert json.loads(row.data)["summary"] == "sum\x00mary"
     assert SqlArchiveStore().get(S, row.doc_id).summary == "sum\x00mary"
+
+
+def test_a_row_changed_under_the_store_is_read_as_it_is_now(messages):
+    stored = messages.append(S, [user("before")])[0]
+    assert messages.read(S, last=1)[0].content == "before"  # decoded once, kept by its text
+    record = {**stored.to_record(), "content": "after"}
+    StoredMessage.objects.filter(scope_key=scope_key(S), seq=stored.seq).update(data=json.dumps(record))
+    assert messages.read(S, last=1)[0].content == "after"
+    StoredMessage.objects.filter(scope_key=scope_key(S), seq=stored.seq).update(data='{"role": "user", "cont')
+    with pytest.raises(ValueError):  # a damaged row fails loudly, never as an old value
+        messages.read(S, last=1)
+
+
+def test_kv_get_returns_what_put_stored():
+    kv = SqlKVStore()
+    put = kv.put(UserScope("7"), "MEMORY.md", "- a fact ✓")
+    assert kv.get(UserScope("7"), "MEMORY.md") == put
+    assert kv.get(UserScope("7"), "missing") is None
+
+
+@pytest.mark.parametrize("claiming", [True, False], ids=["update-returning", "portable"])
+def test_both_append_paths_keep_seqs_totals_and_reject_used_ids(messages, monkeypatch, claiming):
+    if not claiming:  # a database without UPDATE ... RETURNING takes the checked path
+        monkeypatch.setattr(messages._sql, "claim", None)
+    first = messages.append(S, conversation(3))
+    assert [m.seq for m in first] == [1, 2, 3]
+    head = messages.head(S)
+    pruned = messages.prune(S, through_seq=2, summary=None, expected_version=head.version)
+    more = messages.append(S, [user("after the prune")])
+    assert more[0].seq == 4
+    for used in (first[2], first[0]):  # live, then pruned
+        with pytest.raises(DuplicateMessage):
+            messages.append(S, [user("fresh"), replace(used, seq=None)])
+    head = messages.head(S)
+    assert (head.count, head.last_seq, head.version) == (2, 4, pruned.head.version + 1)
+    assert head.tokens == sum(m.tokens for m in messages.read(S))

@@ -1,0 +1,54 @@
+"""Where async code runs synchronous store work: a pool of threads shared by all conversations.
+
+``sync_to_async(thread_sensitive=True)`` runs every call on one thread per process, so the
+database work of all conversations queued behind each other, and a slow append of one chat
+delayed the first token of every other. ``run_blocking`` runs the call on one of
+``STORE_THREADS`` worker threads instead: calls of different conversations run side by side
+(SQLite in WAL mode reads concurrently and queues writers on its own lock; PostgreSQL takes
+them all), while the calls of one conversation stay in order because its turn awaits each.
+
+Each worker thread keeps its own Django database connection (connections are per thread), so
+there are at most ``STORE_THREADS`` of them per process. The stores are safe across threads:
+SQL writes are transactions guarded by versions, the file backend locks a scope for threads
+and processes alike (memory.stores.fsio.scope_lock).
+
+Code driven from a synchronous caller (``async_to_sync``: a cleanup run by a task or a test,
+perhaps inside that caller's transaction) keeps running its store calls on the caller's own
+thread, exactly as ``thread_sensitive=True`` does: that thread's connection and open
+transaction are the ones its work must see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from asgiref.sync import AsyncToSync, sync_to_async
+
+T = TypeVar("T")
+
+STORE_THREADS = 8
+
+_executor = ThreadPoolExecutor(max_workers=STORE_THREADS, thread_name_prefix="modex-store")
+
+
+def _sync_caller_waiting() -> bool:
+    """Whether this coroutine runs under ``async_to_sync``, its synchronous caller blocked on it
+    (the cases in which ``sync_to_async(thread_sensitive=True)`` goes back to that caller's thread)."""
+    if getattr(AsyncToSync.executors, "current", None) is not None:
+        return True
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return loop in AsyncToSync.loop_thread_executors
+
+
+async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` on a store thread, awaited (context variables carried over);
+    on the caller's thread when a synchronous caller drives this code (see the module doc)."""
+    if _sync_caller_waiting():
+        return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+    return await sync_to_async(fn, thread_sensitive=False, executor=_executor)(*args, **kwargs)
