@@ -39,11 +39,13 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from agents.chat import service as chat
 from agents.chat.fragments import ChatStream, error_fragment
 from agents.runtime.events import TurnFailed, TurnFinished
-from agents.runtime.loop import TurnBusy, TurnRejected
+from agents.runtime.loop import MAX_USER_CHARS, TurnBusy, TurnRejected
 
 logger = logging.getLogger("agents.chat.service")
 
-MAX_FRAME_BYTES = 64 * 1024
+# A frame carrying any message within the runtime's character limit fits: a character is at
+# most 6 bytes of JSON (a control character as \u001f), plus room for htmx's HEADERS.
+MAX_FRAME_BYTES = 6 * MAX_USER_CHARS + 16 * 1024
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 STOP_GRACE_SECONDS = 2.0  # a stop waits this long for the turn's next event, then cancels it
@@ -104,7 +106,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if text_data is None:
             return self._post(error_fragment("Send text frames (JSON), not binary ones."))
         if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
-            return self._post(error_fragment(f"That frame is too large (at most {MAX_FRAME_BYTES // 1024} KiB)."))
+            return self._post(error_fragment(f"That message is too long: at most {MAX_USER_CHARS:,} characters."))
         try:
             frame = json.loads(text_data)
         except ValueError:

@@ -26,6 +26,7 @@ from django.utils.safestring import SafeString
 from agents.chat import service as chat
 from agents.chat.meter import MeterHistory, MeterView, chart_view, completion_width, meter_view
 from agents.declarations import AgentNode
+from agents.runtime.loop import MAX_USER_CHARS
 from agents.runtime.events import (
     CleanupDone,
     CleanupStarted,
@@ -46,6 +47,8 @@ from memory.messages import Message, ToolCall
 
 FRAGMENTS = "chat/fragments.html"
 TOOL_PREVIEW_CHARS = 20000  # longer tool outputs are cut in the page (the session keeps them whole)
+# The one limit on a message, stated under the composer; the runtime refuses longer ones.
+LIMIT_CONTEXT = {"max_chars": MAX_USER_CHARS, "max_chars_label": f"{MAX_USER_CHARS:,}"}
 
 
 # -- view models ------------------------------------------------------------------------------
@@ -87,16 +90,18 @@ class MessageView:
     is_summary: bool
     tokens: int | None
     tool: dict | None = None
+    pruned: bool = False  # moved to the pruned catalog by a cleanup: shown, no longer sent
 
 
-def message_view(message: Message, *, calls: dict[str, ToolCall] | None = None) -> MessageView:
-    """The view of one message; ``calls`` (call id → ToolCall) gives a tool result its arguments."""
+def message_view(message: Message, *, calls: dict[str, ToolCall] | None = None, pruned: bool = False) -> MessageView:
+    """The view of one message; ``calls`` (call id → ToolCall) gives a tool result its arguments;
+    ``pruned`` marks a message of the pruned catalog."""
     tool = None
     if message.role == "tool":
         call = (calls or {}).get(message.tool_call_id or "") or ToolCall(
             id=message.tool_call_id or message.id, name=message.name or "tool", arguments_json=""
         )
-        tool = _tool_context(call, message.content, None)
+        tool = _tool_context(call, message.content, None, pruned=pruned)
     return MessageView(
         dom_id=dom_id("msg", message.id),
         role=message.role,
@@ -108,16 +113,19 @@ def message_view(message: Message, *, calls: dict[str, ToolCall] | None = None) 
         is_summary=message.is_compact_summary,
         tokens=message.tokens,
         tool=tool,
+        pruned=pruned,
     )
 
 
-def message_views(messages: Iterable[Message]) -> list[MessageView]:
-    """Views of a run of messages in order, pairing each tool result with its call."""
+def message_views(messages: Iterable[Message], *, pruned: Iterable[Message] = ()) -> list[MessageView]:
+    """Views of a run of messages in order (``pruned`` ones, from the catalog, first), pairing
+    each tool result with its call."""
     calls: dict[str, ToolCall] = {}
     views = []
-    for message in messages:
-        calls.update((c.id, c) for c in message.tool_calls)
-        views.append(message_view(message, calls=calls))
+    for is_pruned, run in ((True, pruned), (False, messages)):
+        for message in run:
+            calls.update((c.id, c) for c in message.tool_calls)
+            views.append(message_view(message, calls=calls, pruned=is_pruned))
     return views
 
 
@@ -128,13 +136,14 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
     return {
         "conversation": conversation,
         "agent": agent,
-        "stream": message_views(history.messages),
+        "stream": message_views(history.messages, pruned=history.pruned),
         "hidden": history.hidden,
         "catalogued": history.catalogued,
         "pruned_url": reverse("chat:pruned", args=[conversation.pk]),
         "meter": _meter_from_history(meter, agent),
         "chart": chart_view(meter),
         "running": False,
+        **LIMIT_CONTEXT,
         "offline": offline,
         "model_name": model_name,
     }
@@ -174,7 +183,7 @@ def error_fragment(text: str) -> str:
 
 
 def composer_fragment(*, running: bool, agent_ok: bool = True) -> str:
-    return partial("composer", running=running, agent_ok=agent_ok, oob="true")
+    return partial("composer", running=running, agent_ok=agent_ok, oob="true", **LIMIT_CONTEXT)
 
 
 def status_fragment(text: str, state: str = "idle") -> str:
@@ -317,8 +326,9 @@ class ChatStream:
         return append("messages", html)
 
 
-def _tool_context(call: ToolCall, content: str | None, ok: bool | None) -> dict:
+def _tool_context(call: ToolCall, content: str | None, ok: bool | None, *, pruned: bool = False) -> dict:
     return {
+        "pruned": pruned,
         "dom_id": dom_id("tool", call.id),
         "name": call.name,
         "arguments": _pretty_arguments(call.arguments_json),

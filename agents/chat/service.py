@@ -194,20 +194,34 @@ def note_activity(*, conversation_id: str, first_text: str | None = None) -> str
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """The live session as the page shows it. ``hidden``: older live messages not re-rendered."""
+    """The conversation as the page shows it: ``pruned``, the messages cleanup moved to the
+    pruned catalog (the reader can still scroll back through them; the model sees only the
+    compact summary), then ``messages``, the live session (compact summary first, if any).
+    ``hidden``: older messages, live or pruned, not re-rendered (over HISTORY_LIMIT)."""
 
     messages: tuple[Message, ...]
     hidden: int
     catalogued: int  # messages cleanup moved to the pruned catalog so far
+    pruned: tuple[Message, ...] = ()
 
 
 def history(*, conversation: Conversation) -> History:
-    """The session's live messages (compact summary first, if any), for the message stream."""
+    """The last HISTORY_LIMIT messages of the whole conversation, for the message stream: the
+    committed pruned catalog's, then the live session's."""
     svc = services()
     session = session_of(conversation)
     head = svc.bundle.messages.head(session)
     live = svc.bundle.messages.read(session, last=HISTORY_LIMIT)
-    return History(tuple(live), max(0, head.count - len(live)), svc.catalog.count(session))
+    hidden_live = max(0, head.count - len(live))
+    catalogued = svc.catalog.count(session)
+    pruned: list[Message] = []
+    hidden_pruned = 0
+    if catalogued:
+        entries = svc.catalog.entries(session, before_seq=first_uncommitted_seq(live))
+        room = 0 if hidden_live else HISTORY_LIMIT - len(live)
+        pruned = [entry.message for entry in entries[len(entries) - room:]] if room > 0 else []
+        hidden_pruned = len(entries) - len(pruned)
+    return History(tuple(live), hidden_live + hidden_pruned, catalogued, tuple(pruned))
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,6 +122,43 @@ def test_history_shows_the_compact_summary_as_a_card(client_for, owner, conversa
     assert 'href="#seq-1"' in pruned and 'id="seq-1"' in pruned
 
 
+def test_history_keeps_what_cleanup_moved_out_scrollable_with_the_cut_marked(client_for, owner, conversation, chat_runtime):
+    """After cleanups and a reload the page still shows the whole conversation: the catalogued
+    messages in order, marked pruned, then the cut, then the live summary and tail."""
+    filler = " ".join(["alpha beta gamma delta"] * 40)
+    texts = [f"turn {n} {filler}" for n in range(12)]
+    run_turns(chat_runtime, conversation, *texts)
+    session = chat.session_of(conversation)
+    live = chat_runtime.services.bundle.messages.read(session)
+    assert live[0].is_compact_summary and chat_runtime.services.catalog.count(session) > 4
+    page = client_for(owner).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    positions = [page.index(f"turn {n} alpha") for n in range(12)]
+    assert positions == sorted(positions), "every user message is on the page, in order"
+    cut = page.index('class="cut-mark"')
+    first_live_user = next(m for m in live if m.role == "user")
+    assert page.index('class="msg user is-pruned"') < cut < page.index(first_live_user.content[:20])
+    assert page.count('class="cut-mark"') == 1
+    assert page.count('class="msg user is-pruned"') == sum(
+        1 for e in chat_runtime.services.catalog.entries(session) if e.message.role == "user"
+    )
+
+
+def test_history_is_bounded_and_counts_what_it_leaves_out(client_for, owner, conversation, chat_runtime, monkeypatch):
+    filler = " ".join(["alpha beta gamma delta"] * 40)
+    run_turns(chat_runtime, conversation, *[f"turn {n} {filler}" for n in range(8)])
+    session = chat.session_of(conversation)
+    total = len(chat_runtime.services.bundle.messages.read(session)) + chat_runtime.services.catalog.count(session)
+    monkeypatch.setattr(chat, "HISTORY_LIMIT", 6)
+    history = chat.history(conversation=conversation)
+    assert len(history.messages) + len(history.pruned) == 6
+    assert history.hidden == total - 6
+    page = client_for(owner).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert f"{total - 6} older messages of this conversation are not shown here" in page
+    everything = [e.message for e in chat_runtime.services.catalog.entries(session)]
+    everything += chat_runtime.services.bundle.messages.read(session)
+    assert [m.id for m in history.pruned + history.messages] == [m.id for m in everything][-6:], "the latest six, in order"
+
+
 def test_the_pruned_page_escapes_everything(client_for, owner, conversation, chat_runtime):
     svc = chat_runtime.services
     session = chat.session_of(conversation)
