@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 WORKERS ?= 2
 
-.PHONY: run test setup check clean-workspace bench serve
+.PHONY: run test setup check clean-workspace bench serve manage
 
 setup:
 	@bash scripts/bootstrap.sh requirements-dev.txt
@@ -26,6 +26,11 @@ serve:
 test:
 	@bash scripts/bootstrap.sh requirements-dev.txt
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Any manage.py command with the same local defaults as make run, e.g.
+#   make manage ARGS="dream --full"    make manage ARGS="changepassword admin"
+manage:
+	@DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py $(ARGS)
 
 check:
 	@bash scripts/bootstrap.sh requirements-dev.txt

@@ -71,6 +71,23 @@
 
   document.addEventListener("input", function (evt) { if (evt.target && evt.target.id === "composer-text") countComposer(); });
 
+  // The offline notice can be dismissed; it stays dismissed in this browser.
+  function dismissed(id) { try { return localStorage.getItem("modex.dismissed." + id) === "1"; } catch (e) { return false; } }
+  document.addEventListener("click", function (evt) {
+    var button = evt.target && evt.target.closest ? evt.target.closest("[data-dismiss]") : null;
+    if (!button) return;
+    var id = button.dataset.dismiss;
+    var el = document.getElementById(id);
+    if (el) el.hidden = true;
+    try { localStorage.setItem("modex.dismissed." + id, "1"); } catch (e) { /* private mode: this page only */ }
+    var text = document.getElementById("composer-text");
+    if (text) text.focus();
+  });
+  document.querySelectorAll("[data-dismiss]").forEach(function (button) {
+    var el = document.getElementById(button.dataset.dismiss);
+    if (el && dismissed(button.dataset.dismiss)) el.hidden = true;
+  });
+
   // Enter sends, Shift+Enter makes a new line.
   document.addEventListener("keydown", function (evt) {
     var target = evt.target;

@@ -18,7 +18,7 @@ class Command(BaseCommand):
         if existing is not None:
             self.stdout.write(
                 f"Login: an account exists ({existing.get_username()}). "
-                f"Forgot the password? python manage.py changepassword {existing.get_username()}"
+                f"Forgot the password? make manage ARGS=\"changepassword {existing.get_username()}\""
             )
             return
         password = secrets.token_urlsafe(12)
@@ -27,5 +27,5 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{bar}\nCreated a local login (shown only this once):\n"
             f"  username: {username}\n  password: {password}\n"
-            f"Change it with: python manage.py changepassword {username}\n{bar}"
+            f"Change it with: make manage ARGS=\"changepassword {username}\"\n{bar}"
         )

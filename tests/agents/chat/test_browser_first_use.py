@@ -148,3 +148,53 @@ class SlowReplies(FirstUse):
         assert self.gap() < 80
         assert not self.errors, self.errors
 
+
+
+DOCS_SHOTS = SCREENSHOTS.parents[1] / "docs" / "screenshots"  # checked in, linked from README
+
+
+class Screens(FirstUse):
+    """Chat, scopes and memory at 1400 px and on a 390 px phone: no horizontal overflow, the
+    conversation first, a composer of usable width. Screenshots go to docs/screenshots/."""
+
+    def test_phone_width_and_the_screenshots(self):
+        from django.contrib.auth import get_user_model
+
+        get_user_model().objects.filter(username="ada").update(is_staff=True)
+        page = self.page
+        url = self.login_and_start()
+        self.send("hello there, who are you?")
+        self.wait_idle()
+        self.send("todo: pack the rain jackets")
+        self.wait_idle()
+        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+        for width, height in ((1400, 900), (390, 844)):
+            page.set_viewport_size({"width": width, "height": height})
+            for name, path in (("chat", url), ("scopes", f"{self.live_server_url}/scopes/"), ("memory", f"{self.live_server_url}/memory/")):
+                page.goto(path)
+                if name == "chat":
+                    page.wait_for_selector("#chat.is-connected")
+                page.wait_for_load_state("networkidle")
+                overflow = page.evaluate("() => document.documentElement.scrollWidth")
+                widest = page.evaluate("""(w) => [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > w + 1)
+                  .slice(0, 4).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).join(', ')""", width)
+                assert overflow <= width, f"{name} at {width} px is {overflow} px wide: {widest}"
+                page.screenshot(path=str(DOCS_SHOTS / f"{name}-{width}.png"))
+        # On the phone the conversation is on the first screen and the message box is wide.
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(url)
+        page.wait_for_selector("#chat.is-connected")
+        box = page.locator("#composer-text").bounding_box()
+        assert box["width"] >= 0.65 * 390, f"the message box is {box['width']} px wide"  # was 143 px
+        assert page.locator("#messages").bounding_box()["y"] < 844 * 0.6, "the conversation starts on the first screen"
+        assert page.evaluate("() => document.activeElement && document.activeElement.id") == "composer-text", "focused on load"
+        # The offline notice can be dismissed, and stays dismissed after a reload.
+        page.click("#offline-notice .banner-close")
+        assert page.locator("#offline-notice").is_hidden()
+        page.reload()
+        page.wait_for_selector("#chat.is-connected")
+        assert page.locator("#offline-notice").is_hidden()
+        assert page.locator("#messages").bounding_box()["y"] < 844 / 3
+        nav_right = page.evaluate("() => Math.max(...[...document.querySelectorAll('.topbar nav > *')].map(e => e.getBoundingClientRect().right))")
+        assert nav_right <= 390, f"a nav item ends at {nav_right} px"
+        assert not self.errors, self.errors
