@@ -268,7 +268,11 @@ class ChatStream:
         the runtime kept of the cut-off reply, and the error follows it."""
         failure, self._failure = self._failure, None
         if failure is None:
-            return composer_fragment(running=False) + status_fragment("")
+            # The reply is whole now: "Reply so far" goes back to zero (the meter counts it in Messages).
+            reset = partial("meter_completion_seg", completion=0, width="0%", oob="true") + partial(
+                "meter_completion_num", completion=0, oob="true"
+            )
+            return composer_fragment(running=False) + status_fragment("") + reset
         return await self.sync(running=False) + error_fragment(failure) + status_fragment("The reply failed.", "error")
 
     async def stopped(self) -> str:

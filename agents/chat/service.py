@@ -138,9 +138,17 @@ def _clean_title(title: str) -> str:
     return cleaned
 
 
-def create_conversation(*, user: AbstractBaseUser, agent: str, title: str = "") -> Conversation:
-    """Start a conversation with main agent ``agent``; raises AgentUnavailable, InvalidTitle."""
+def create_conversation(*, user: AbstractBaseUser, agent: str, title: str = "", reuse_empty: bool = False) -> Conversation:
+    """Start a conversation with main agent ``agent``; raises AgentUnavailable, InvalidTitle.
+
+    ``reuse_empty`` (the chat page's "New" and "Chat with" buttons): return the user's latest
+    untitled conversation with that agent instead when nothing was said in it yet, so clicking
+    again does not pile up empty conversations."""
     node = resolve_agent(agent)
+    if reuse_empty and not title:
+        latest = Conversation.objects.filter(owner=user, agent=node.name, title=DEFAULT_TITLE).order_by("-updated_at").first()
+        if latest is not None and services().bundle.messages.head(session_of(latest)).count == 0:
+            return latest
     return Conversation.objects.create(owner=user, agent=node.name, title=_clean_title(title) if title else DEFAULT_TITLE)
 
 

@@ -183,7 +183,10 @@ async def test_a_turn_streams_tokens_meter_and_final_markdown(conversation, owne
     chunks = [f for f in frames if re.search(r'hx-swap-oob="beforeend:#live-[^"]+-content"', f)]
     assert len(chunks) >= 3, "content streams in several chunks"
     completions = [int(n) for n in re.findall(r'id="meter-completion" hx-swap-oob="true">(\d+)<', joined)]
-    assert completions == sorted(completions) and completions[-1] > 0, "completion tokens grow as they stream"
+    streamed, after = completions[:-1], completions[-1]
+    assert streamed == sorted(streamed) and streamed[-1] > 0, "completion tokens grow as they stream"
+    assert after == 0, '"Reply so far" goes back to zero when the reply is whole'
+    assert joined.rfind('id="meter-completion"') > joined.rfind("outerHTML:#live-"), "after the final message"
     meter = next(f for f in frames if 'id="meter"' in f)
     for section in ("seg-system", "seg-tools", "seg-messages", 'class="threshold"'):
         assert section in meter

@@ -78,6 +78,19 @@ def test_create_lists_main_agents_only_and_redirects_to_the_conversation(client_
     assert Conversation.objects.filter(owner=owner).count() == 1
 
 
+def test_starting_again_reuses_an_empty_conversation(client_for, owner, conversation, chat_runtime):
+    client = client_for(owner)
+    empty = client.post(reverse("chat:create"), {"agent": "roomy"})
+    again = client.post(reverse("chat:create"), {"agent": "roomy"})
+    assert empty["Location"] == again["Location"], "nothing said yet: the same conversation"
+    assert Conversation.objects.filter(owner=owner, agent="roomy").count() == 1
+    roomy = Conversation.objects.get(owner=owner, agent="roomy")
+    run_turns(chat_runtime, roomy, "hello")
+    third = client.post(reverse("chat:create"), {"agent": "roomy"})
+    assert third["Location"] != again["Location"]
+    assert Conversation.objects.filter(owner=owner, agent="roomy").count() == 2
+
+
 def test_forms_need_csrf(owner, conversation, client_for):
     client = client_for(owner, enforce_csrf_checks=True)
     assert client.post(reverse("chat:create"), {"agent": "default"}).status_code == 403
