@@ -177,9 +177,9 @@ def append(target: str, html: str) -> str:
     return format_html('<div hx-swap-oob="beforeend:#{}">{}</div>', target, SafeString(html))
 
 
-def error_fragment(text: str) -> str:
-    """An error notice appended to the message stream (the socket stays open)."""
-    return append("messages", partial("notice", kind="error", text=text))
+def error_fragment(text: str, *, kind: str = "error") -> str:
+    """A notice (an error unless ``kind`` says otherwise) appended to the message stream (the socket stays open)."""
+    return append("messages", partial("notice", kind=kind, text=text))
 
 
 def composer_fragment(*, running: bool, agent_ok: bool = True) -> str:

@@ -28,7 +28,7 @@ from agents.models import Conversation
 from agents.runtime.loop import TURN_LEASE, Runtime
 from agents.runtime.services import MemoryServices, get_services
 from memory.compression.pruned import PrunedEntry, first_uncommitted_seq
-from memory.locks import LeaseBusy, acquire_lease
+from memory.locks import LeaseBusy, acquire_lease, lease_active
 from memory.messages import Message
 from memory.scopes import InvalidScopeId, SessionScope
 from memory.transcript import is_legal
@@ -276,6 +276,11 @@ async def arecord_cleanup(*, session: SessionScope, event: CleanupDone) -> Meter
 
 
 # -- interrupted turns ------------------------------------------------------------------------
+
+
+def turn_in_progress(*, session: SessionScope) -> bool:
+    """Whether a turn of ``session`` is running (or tidying up after a stop), in any worker."""
+    return lease_active(kv=services().bundle.kv, scope=session, name=TURN_LEASE)
 
 
 def _open_calls_at_end(tail: list[Message]) -> bool:

@@ -145,10 +145,9 @@
 
   chat.addEventListener("htmx:wsOpen", function (evt) {
     banner("");
-    if (opened) {
-      // Reconnected: the server re-renders the conversation (a turn may have ended meanwhile).
-      evt.detail.socketWrapper.send(JSON.stringify({ action: "sync" }));
-    }
+    // The server re-renders the conversation on every (re)connect: a turn may have ended
+    // between this page's render and its socket (a reload mid-reply), or while it was offline.
+    evt.detail.socketWrapper.send(JSON.stringify({ action: "sync" }));
     opened = true;
     chat.classList.add("is-connected");
   });

@@ -198,3 +198,25 @@ class Screens(FirstUse):
         nav_right = page.evaluate("() => Math.max(...[...document.querySelectorAll('.topbar nav > *')].map(e => e.getBoundingClientRect().right))")
         assert nav_right <= 390, f"a nav item ends at {nav_right} px"
         assert not self.errors, self.errors
+
+    def test_reload_mid_reply_shows_what_became_of_it(self):
+        page = self.page
+        url = self.login_and_start()
+        self.send(f"tell me about it: {FILLER}")
+        page.wait_for_selector(".msg.live .streaming")
+        page.goto(url)  # reload while the reply is being written
+        page.wait_for_selector("#chat.is-connected")
+        # Not silent: without a second reload the page shows what was kept of the reply, with
+        # its note (and, when the old turn was still tidying up as the page loaded, a notice).
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.msg.assistant')].some(m => m.textContent.includes('stopped before the answer'))"
+            " && document.querySelector('#composer[data-state=idle]')",
+            timeout=30000,
+        )
+        assert "tell me about it" in page.inner_text(".msg.user >> nth=-1")
+        assert page.locator(".msg.assistant").count() == 1
+        assert "stopped before the answer was complete" in page.inner_text(".msg.assistant >> nth=-1")
+        assert page.locator('#composer[data-state="idle"]').count() == 1
+        self.send("are you there?")
+        self.wait_idle()
+        assert not self.errors, self.errors

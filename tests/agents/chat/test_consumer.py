@@ -310,6 +310,31 @@ async def test_sqlite_backend_turn(conversation, owner, make_runtime):
     await comm.disconnect()
 
 
+async def test_a_page_loaded_mid_reply_says_so_and_shows_what_became_of_the_reply(conversation, owner, make_runtime):
+    """A reload mid-reply: the old socket's disconnect and the new page's connect overlap. The
+    new page is told a reply is under way, its composer stays shut, and once that turn is over
+    the conversation is re-rendered with the kept partial reply and a notice."""
+    runtime = make_runtime(chunk_delay=0.1)
+    old = await connected(conversation, owner)
+    await send(old, f"a long answer please: {'words ' * 50}")
+    await receive_until(old, "beforeend:#live-")
+    leaving = asyncio.create_task(old.disconnect())
+    await asyncio.sleep(0)
+    new = await connected(conversation, owner)
+    frames = await receive_until(new, "still being written or tidied up", timeout=5)
+    assert RUNNING in frames[-1]
+    frames = await receive_until(new, "has ended", timeout=20)
+    synced = next(f for f in frames if 'id="messages"' in f)
+    assert "a long answer please" in synced and "stopped before the answer was complete" in synced
+    assert IDLE in synced
+    await leaving
+    messages = await stored(runtime, conversation)
+    validate_transcript(messages)
+    await send(new, "and now?")
+    await receive_until(new, IDLE, timeout=20)
+    await new.disconnect()
+
+
 async def test_consumer_cancels_the_turn_task_on_disconnect(conversation, owner, make_runtime):
     runtime = make_runtime(chunk_delay=0.2)
     comm = await connected(conversation, owner)
