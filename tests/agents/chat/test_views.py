@@ -121,6 +121,8 @@ def test_the_page_renders_history_meter_and_the_offline_notice(client_for, owner
     assert '<details class="reasoning">' in page and '<details class="tool" id="tool-' in page
     assert "OPENAI_BASE_URL" in page and "OPENAI_API_KEY" in page and "OPENAI_MODEL" in page
     assert 'id="meter"' in page and 'id="composer"' in page and "hx-swap-oob" not in page
+    assert '<a class="skip-link" href="#composer-text">Skip to the message box</a>' in page
+    assert "Up to 32,000 characters per message." in page and "maxlength" not in page.split('id="composer"')[1]
 
 
 def test_history_shows_the_compact_summary_as_a_card(client_for, owner, conversation, chat_runtime):
