@@ -125,24 +125,32 @@ async def test_empty_and_too_long_messages_are_rejected_with_the_runtimes_reason
 
 async def test_one_limit_in_characters_whatever_the_script(conversation, owner, chat_runtime):
     """The limit is MAX_USER_CHARS characters, for any text: 30,000 CJK characters (90 KB of
-    UTF-8) or 32,000 emoji (128 KB) are a message like any other, one character more is refused
-    with the runtime's reason and nothing is stored."""
+    UTF-8) are not refused as a frame too large; the only other bound is the model's window, and
+    that refusal names its limit in tokens. One character more than the limit is refused with the
+    runtime's reason and nothing is stored."""
     comm = await connected(conversation, owner)
     cjk = "漢字仮名交じり文" * 3750  # 30,000 characters
     await comm.send_to(text_data=json.dumps({"message": cjk, "HEADERS": {"HX-Request": "true"}}, ensure_ascii=False))
     frames = await receive_until(comm, IDLE, timeout=30)
+    errors = [f for f in frames if "notice error" in f]
+    assert not any("KiB" in f or "characters" in f for f in errors), errors
+    assert all("context window" in f and "tokens" in f for f in errors), errors
+    fits = "漢字" * 1000  # 2,000 characters: well inside the chat's window
+    await comm.send_to(text_data=json.dumps({"message": fits, "HEADERS": {"HX-Request": "true"}}, ensure_ascii=False))
+    frames = await receive_until(comm, IDLE, timeout=30)
     assert not any("notice error" in f for f in frames), [f for f in frames if "notice error" in f]
-    assert any('class="msg user"' in f and cjk in f for f in frames), "the whole message was taken"
+    assert any('class="msg user"' in f and fits in f for f in frames), "the whole message was taken"
     worst = "\x01" * MAX_USER_CHARS  # six bytes of JSON each: the largest frame within the limit
     await comm.send_to(text_data=json.dumps({"message": worst + "\x01"}))
     frames = await receive_until(comm, IDLE, timeout=30)
     assert any("at most 32,000" in f for f in frames)
     assert not any('class="msg user"' in f for f in frames), "a refused message starts no turn"
-    emoji = "🙂" * MAX_USER_CHARS
+    emoji = "🙂" * MAX_USER_CHARS  # 128 KB of UTF-8: past any byte limit, within the characters one
     await comm.send_to(text_data=json.dumps({"message": emoji}, ensure_ascii=False))
     frames = await receive_until(comm, IDLE, timeout=30)
-    assert not any("notice error" in f for f in frames)
-    assert any('class="msg user"' in f and emoji in f for f in frames)
+    errors = [f for f in frames if "notice error" in f]
+    assert not any("KiB" in f or "characters" in f for f in errors), errors
+    assert all("context window" in f and "tokens" in f for f in errors), errors
     await comm.disconnect()
 
 
