@@ -121,6 +121,15 @@ def acquire_lease(
     raise LeaseBusy(f"{scope.key()} {name} is contended; try again", holder=None, expires_at=None)
 
 
+def lease_active(*, kv: KVStore, scope: Scope, name: str, clock: Clock = _now) -> bool:
+    """Whether someone holds the lease ``name`` in ``scope`` now (an expired or unreadable one is not held)."""
+    current = kv.get(scope, lease_key(name))
+    if current is None:
+        return False
+    _holder, expires_at = _decode(current.value)
+    return expires_at is not None and expires_at > clock()
+
+
 def renew_lease(*, kv: KVStore, lease: Lease, ttl: float, clock: Clock = _now) -> Lease:
     """Extend a held lease by ``ttl`` from now; raises LeaseLost if it is no longer ours."""
     now = clock()

@@ -39,19 +39,27 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.chat import service as chat
-from agents.chat.fragments import ChatStream, error_fragment
+from agents.chat.fragments import ChatStream, composer_fragment, error_fragment, status_fragment
 from agents.runtime.events import ContentChunk, ReasoningChunk, TurnFailed, TurnFinished
-from agents.runtime.loop import TurnBusy, TurnRejected
+from agents.runtime.loop import MAX_USER_CHARS, TurnBusy, TurnRejected
 from memory.text import storable
 
 logger = logging.getLogger("agents.chat.service")
 
-MAX_FRAME_BYTES = 64 * 1024
+# A frame carrying any message within the runtime's character limit fits: a character is at
+# most 6 bytes of JSON (a control character as \u001f), plus room for htmx's HEADERS.
+MAX_FRAME_BYTES = 6 * MAX_USER_CHARS + 16 * 1024
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 STOP_GRACE_SECONDS = 2.0  # a stop waits this long for the turn's next event, then cancels it
 CANCEL_GRACE_SECONDS = 10.0  # how long a disconnect waits for the stopped turn to tidy up
 BUSY = "A reply is still being written; wait for it or press Stop."
+FOLLOW_SECONDS = 600.0  # how long a freshly loaded page follows a turn started before it loaded
+FOLLOW_POLL_SECONDS = 0.25
+EARLIER_TURN = "A reply started before this page loaded is still being written or tidied up…"
+EARLIER_TURN_ENDED = (
+    "The reply that was being written when the page was left or reloaded has ended; what was written is shown above."
+)
 SHAPE = 'Expected a JSON object such as {"message": "your text"} or {"action": "stop"}.'
 
 _STOPPED = object()  # queued when the turn was stopped (its repair has landed)
@@ -65,6 +73,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     turn: asyncio.Task | None = None
     sender: asyncio.Task | None = None
     _stopping = False
+    _following = False  # following a turn that began before this socket (see _follow_earlier_turn)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -88,6 +97,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.outbox: asyncio.Queue = asyncio.Queue()
         await self.accept()
         self.sender = asyncio.create_task(self._send_loop(), name=f"chat-send-{conversation_id}")
+        self.watcher = asyncio.create_task(self._follow_earlier_turn(), name=f"chat-follow-{conversation_id}")
 
     async def disconnect(self, code: int) -> None:
         turn = self.turn
@@ -96,6 +106,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await asyncio.wait({turn}, timeout=STOP_GRACE_SECONDS + CANCEL_GRACE_SECONDS)
             if not turn.done():
                 turn.cancel()
+        watcher = getattr(self, "watcher", None)
+        if watcher is not None:
+            watcher.cancel()
         if self.sender is not None:
             self.sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -107,7 +120,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if text_data is None:
             return self._post(error_fragment("Send text frames (JSON), not binary ones."))
         if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
-            return self._post(error_fragment(f"That frame is too large (at most {MAX_FRAME_BYTES // 1024} KiB)."))
+            return self._post(error_fragment(f"That message is too long: at most {MAX_USER_CHARS:,} characters."))
         try:
             frame = json.loads(text_data)
         except (ValueError, RecursionError):  # RecursionError: brackets nested past the parser's depth
@@ -118,7 +131,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if action == "stop" and message is None:
             return self._stop()
         if action == "sync" and message is None:
-            return self._post(await self.stream.sync(running=self._running()))
+            return self._post(await self.stream.sync(running=self._running() or self._following))
         if action is None and isinstance(message, str):
             return self._start(storable(message))  # json.loads lets lone surrogates through
         return self._post(error_fragment(SHAPE))
@@ -169,6 +182,31 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if stopped:
             await chat.asettle(session=session)
         self.outbox.put_nowait(_STOPPED if stopped else _ENDED)
+
+    async def _follow_earlier_turn(self) -> None:
+        """A page loaded while a turn of this conversation was still going (a reload mid-reply
+        ends the old socket's turn, which then tidies up; or another tab's turn runs): say so,
+        keep the composer shut, and re-render the conversation once that turn is over, so the
+        reloaded page shows what became of the reply instead of a question with no answer."""
+        running = await database_sync_to_async(chat.turn_in_progress)(session=self.stream.session)
+        if not running or self._running():
+            return
+        self._following = True
+        self._post(composer_fragment(running=True) + status_fragment(EARLIER_TURN, "busy"))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FOLLOW_SECONDS
+        try:
+            while running and loop.time() < deadline:
+                await asyncio.sleep(FOLLOW_POLL_SECONDS)
+                running = await database_sync_to_async(chat.turn_in_progress)(session=self.stream.session)
+        finally:
+            self._following = False
+        if self._running():
+            return
+        html = await self.stream.sync(running=running)
+        if not running:
+            html += error_fragment(EARLIER_TURN_ENDED, kind="info")
+        self._post(html)
 
     # -- sending ------------------------------------------------------------------------------
 

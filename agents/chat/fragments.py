@@ -26,6 +26,7 @@ from django.utils.safestring import SafeString
 from agents.chat import service as chat
 from agents.chat.meter import MeterHistory, MeterView, chart_view, completion_width, meter_view
 from agents.declarations import AgentNode
+from agents.runtime.loop import MAX_USER_CHARS
 from agents.runtime.events import (
     CleanupDone,
     CleanupStarted,
@@ -48,6 +49,8 @@ from memory.messages import Message, ToolCall
 
 FRAGMENTS = "chat/fragments.html"
 TOOL_PREVIEW_CHARS = 20000  # longer tool outputs are cut in the page (the session keeps them whole)
+# The one limit on a message, stated under the composer; the runtime refuses longer ones.
+LIMIT_CONTEXT = {"max_chars": MAX_USER_CHARS, "max_chars_label": f"{MAX_USER_CHARS:,}"}
 
 
 # -- view models ------------------------------------------------------------------------------
@@ -92,16 +95,18 @@ class MessageView:
     failed: bool = False  # the marked reply of a failed turn: its text is the error
     stopped: bool = False  # the marked reply of a turn stopped before any output
     cut_off: str = ""  # why the server cut the reply off ("" when it is whole)
+    pruned: bool = False  # moved to the pruned catalog by a cleanup: shown, no longer sent
 
 
-def message_view(message: Message, *, calls: dict[str, ToolCall] | None = None) -> MessageView:
-    """The view of one message; ``calls`` (call id → ToolCall) gives a tool result its arguments."""
+def message_view(message: Message, *, calls: dict[str, ToolCall] | None = None, pruned: bool = False) -> MessageView:
+    """The view of one message; ``calls`` (call id → ToolCall) gives a tool result its arguments;
+    ``pruned`` marks a message of the pruned catalog."""
     tool = None
     if message.role == "tool":
         call = (calls or {}).get(message.tool_call_id or "") or ToolCall(
             id=message.tool_call_id or message.id, name=message.name or "tool", arguments_json=""
         )
-        tool = _tool_context(call, message.content, None)
+        tool = _tool_context(call, message.content, None, pruned=pruned)
     return MessageView(
         dom_id=dom_id("msg", message.id),
         role=message.role,
@@ -116,6 +121,7 @@ def message_view(message: Message, *, calls: dict[str, ToolCall] | None = None) 
         failed=message.kind == KIND_TURN_FAILED,
         stopped=message.kind == KIND_TURN_STOPPED,
         cut_off=_cut_off_note(message.kind),
+        pruned=pruned,
     )
 
 
@@ -134,13 +140,15 @@ def _cut_off_note(kind: str) -> str:
     return "Cut off by the server at its length limit: this reply is incomplete."
 
 
-def message_views(messages: Iterable[Message]) -> list[MessageView]:
-    """Views of a run of messages in order, pairing each tool result with its call."""
+def message_views(messages: Iterable[Message], *, pruned: Iterable[Message] = ()) -> list[MessageView]:
+    """Views of a run of messages in order (``pruned`` ones, from the catalog, first), pairing
+    each tool result with its call."""
     calls: dict[str, ToolCall] = {}
     views = []
-    for message in messages:
-        calls.update((c.id, c) for c in message.tool_calls)
-        views.append(message_view(message, calls=calls))
+    for is_pruned, run in ((True, pruned), (False, messages)):
+        for message in run:
+            calls.update((c.id, c) for c in message.tool_calls)
+            views.append(message_view(message, calls=calls, pruned=is_pruned))
     return views
 
 
@@ -151,13 +159,14 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
     return {
         "conversation": conversation,
         "agent": agent,
-        "stream": message_views(history.messages),
+        "stream": message_views(history.messages, pruned=history.pruned),
         "hidden": history.hidden,
         "catalogued": history.catalogued,
         "pruned_url": reverse("chat:pruned", args=[conversation.pk]),
         "meter": _meter_from_history(meter, agent),
         "chart": chart_view(meter),
         "running": False,
+        **LIMIT_CONTEXT,
         "offline": offline,
         "model_name": model_name,
     }
@@ -191,13 +200,13 @@ def append(target: str, html: str) -> str:
     return format_html('<div hx-swap-oob="beforeend:#{}">{}</div>', target, SafeString(html))
 
 
-def error_fragment(text: str) -> str:
-    """An error notice appended to the message stream (the socket stays open)."""
-    return append("messages", partial("notice", kind="error", text=text))
+def error_fragment(text: str, *, kind: str = "error") -> str:
+    """A notice (an error unless ``kind`` says otherwise) appended to the message stream (the socket stays open)."""
+    return append("messages", partial("notice", kind=kind, text=text))
 
 
 def composer_fragment(*, running: bool, agent_ok: bool = True) -> str:
-    return partial("composer", running=running, agent_ok=agent_ok, oob="true")
+    return partial("composer", running=running, agent_ok=agent_ok, oob="true", **LIMIT_CONTEXT)
 
 
 def status_fragment(text: str, state: str = "idle") -> str:
@@ -284,7 +293,11 @@ class ChatStream:
         the runtime kept of the cut-off reply, and the error follows it."""
         failure, self._failure = self._failure, None
         if failure is None:
-            return composer_fragment(running=False) + status_fragment("")
+            # The reply is whole now: "Reply so far" goes back to zero (the meter counts it in Messages).
+            reset = partial("meter_completion_seg", completion=0, width="0%", oob="true") + partial(
+                "meter_completion_num", completion=0, oob="true"
+            )
+            return composer_fragment(running=False) + status_fragment("") + reset
         notice = error_fragment(failure) if failure else ""
         return await self.sync(running=False) + notice + status_fragment("The reply failed.", "error")
 
@@ -343,8 +356,9 @@ class ChatStream:
         return append("messages", html)
 
 
-def _tool_context(call: ToolCall, content: str | None, ok: bool | None) -> dict:
+def _tool_context(call: ToolCall, content: str | None, ok: bool | None, *, pruned: bool = False) -> dict:
     return {
+        "pruned": pruned,
         "dom_id": dom_id("tool", call.id),
         "name": call.name,
         "arguments": _pretty_arguments(call.arguments_json),

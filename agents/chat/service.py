@@ -28,7 +28,7 @@ from agents.models import Conversation
 from agents.runtime.loop import TURN_LEASE, Runtime
 from agents.runtime.services import MemoryServices, get_services
 from memory.compression.pruned import PrunedEntry, first_uncommitted_seq
-from memory.locks import LeaseBusy, acquire_lease
+from memory.locks import LeaseBusy, acquire_lease, lease_active
 from memory.messages import Message
 from memory.scopes import InvalidScopeId, SessionScope
 from memory.threads import run_blocking
@@ -139,9 +139,17 @@ def _clean_title(title: str) -> str:
     return cleaned
 
 
-def create_conversation(*, user: AbstractBaseUser, agent: str, title: str = "") -> Conversation:
-    """Start a conversation with main agent ``agent``; raises AgentUnavailable, InvalidTitle."""
+def create_conversation(*, user: AbstractBaseUser, agent: str, title: str = "", reuse_empty: bool = False) -> Conversation:
+    """Start a conversation with main agent ``agent``; raises AgentUnavailable, InvalidTitle.
+
+    ``reuse_empty`` (the chat page's "New" and "Chat with" buttons): return the user's latest
+    untitled conversation with that agent instead when nothing was said in it yet, so clicking
+    again does not pile up empty conversations."""
     node = resolve_agent(agent)
+    if reuse_empty and not title:
+        latest = Conversation.objects.filter(owner=user, agent=node.name, title=DEFAULT_TITLE).order_by("-updated_at").first()
+        if latest is not None and services().bundle.messages.head(session_of(latest)).count == 0:
+            return latest
     return Conversation.objects.create(owner=user, agent=node.name, title=_clean_title(title) if title else DEFAULT_TITLE)
 
 
@@ -195,20 +203,34 @@ def note_activity(*, conversation_id: str, first_text: str | None = None) -> str
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """The live session as the page shows it. ``hidden``: older live messages not re-rendered."""
+    """The conversation as the page shows it: ``pruned``, the messages cleanup moved to the
+    pruned catalog (the reader can still scroll back through them; the model sees only the
+    compact summary), then ``messages``, the live session (compact summary first, if any).
+    ``hidden``: older messages, live or pruned, not re-rendered (over HISTORY_LIMIT)."""
 
     messages: tuple[Message, ...]
     hidden: int
     catalogued: int  # messages cleanup moved to the pruned catalog so far
+    pruned: tuple[Message, ...] = ()
 
 
 def history(*, conversation: Conversation) -> History:
-    """The session's live messages (compact summary first, if any), for the message stream."""
+    """The last HISTORY_LIMIT messages of the whole conversation, for the message stream: the
+    committed pruned catalog's, then the live session's."""
     svc = services()
     session = session_of(conversation)
     head = svc.bundle.messages.head(session)
     live = svc.bundle.messages.read(session, last=HISTORY_LIMIT)
-    return History(tuple(live), max(0, head.count - len(live)), svc.catalog.count(session))
+    hidden_live = max(0, head.count - len(live))
+    catalogued = svc.catalog.count(session)
+    pruned: list[Message] = []
+    hidden_pruned = 0
+    if catalogued:
+        entries = svc.catalog.entries(session, before_seq=first_uncommitted_seq(live))
+        room = 0 if hidden_live else HISTORY_LIMIT - len(live)
+        pruned = [entry.message for entry in entries[len(entries) - room:]] if room > 0 else []
+        hidden_pruned = len(entries) - len(pruned)
+    return History(tuple(live), hidden_live + hidden_pruned, catalogued, tuple(pruned))
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +277,11 @@ async def arecord_cleanup(*, session: SessionScope, event: CleanupDone) -> Meter
 
 
 # -- interrupted turns ------------------------------------------------------------------------
+
+
+def turn_in_progress(*, session: SessionScope) -> bool:
+    """Whether a turn of ``session`` is running (or tidying up after a stop), in any worker."""
+    return lease_active(kv=services().bundle.kv, scope=session, name=TURN_LEASE)
 
 
 def _open_calls_at_end(tail: list[Message]) -> bool:

@@ -58,7 +58,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 def conversation_create(request: HttpRequest) -> HttpResponse:
     try:
-        conversation = chat.create_conversation(user=request.user, agent=request.POST.get("agent", ""))
+        conversation = chat.create_conversation(user=request.user, agent=request.POST.get("agent", ""), reuse_empty=True)
     except chat.ChatError as exc:
         messages.error(request, str(exc))
         return redirect("chat:list")

@@ -67,7 +67,7 @@ DEFAULT_MAX_STEPS = 8
 TURN_LEASE = "turn"
 TURN_LEASE_TTL = 300.0  # default of settings.MODEX_TURN_LEASE_TTL
 CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
-MAX_USER_CHARS = 32000
+MAX_USER_CHARS = 32000  # the one limit on a user message, in characters (code points); the composer states it
 STOPPED_NOTE = "[stopped before the answer was complete]"
 
 
@@ -160,7 +160,7 @@ class Runtime:
         if not isinstance(text, str) or not text.strip():
             raise TurnRejected("say something: the message is empty")
         if len(text) > MAX_USER_CHARS:
-            raise TurnRejected(f"the message is too long ({len(text)} characters; at most {MAX_USER_CHARS})")
+            raise TurnRejected(f"the message is too long ({len(text):,} characters; at most {MAX_USER_CHARS:,})")
         await probe_window(self.model)
         agent = sized_agent(agent, self.model)
         self._refuse_oversized(agent, text)

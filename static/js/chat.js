@@ -7,17 +7,38 @@
   var chat = document.getElementById("chat");
   if (!chat) return;
   var opened = false;
-  var stickToBottom = true;
   var oldWidths = {};
 
   function messages() { return document.getElementById("messages"); }
 
   function nearBottom(el) { return el.scrollHeight - el.scrollTop - el.clientHeight < 80; }
 
+  // Following the stream is the reader's choice, not a sample of the scroll position taken
+  // at each frame: a frame that grows the list by a screen or more (a long message) must not
+  // be mistaken for the reader having scrolled up. Only a scroll that moves the list up from
+  // where this script last put it stops the following; scrolling back to the bottom resumes it.
+  // The list scrolls instantly (no smooth behaviour): an animated scroll is still short of the
+  // bottom when the next frame lands.
+  var follow = { on: true, list: null, autoTop: 0, savedTop: 0 };
+
   function scrollDown() {
     var list = messages();
-    if (list) list.scrollTop = list.scrollHeight;
+    if (!list) return;
+    list.scrollTop = list.scrollHeight;
+    follow.on = true;
+    follow.list = list;
+    follow.autoTop = list.scrollTop;
   }
+
+  document.addEventListener("scroll", function (evt) {
+    var list = messages();
+    if (!list || evt.target !== list) return;
+    if (nearBottom(list)) follow.on = true;
+    else if (list !== follow.list || list.scrollTop < follow.autoTop - 2) follow.on = false;
+    follow.list = list;
+    follow.autoTop = list.scrollTop;
+    follow.savedTop = list.scrollTop;
+  }, true);
 
   function banner(text, kind) {
     var el = document.getElementById("connection");
@@ -27,11 +48,53 @@
     el.hidden = !text;
   }
 
+  // The composer states its limit and counts as one types (in characters, as the server
+  // counts them: code points). Over the limit, the text stays whole in the box and Send is
+  // refused with the reason, instead of the box silently cutting a paste.
+  function characters(text) { return Array.from(text).length; }
+
+  function countComposer() {
+    var text = document.getElementById("composer-text");
+    var count = document.getElementById("composer-count");
+    if (!text || !count) return;
+    var limit = parseInt(text.dataset.maxChars || "0", 10);
+    var n = characters(text.value);
+    var over = limit > 0 && n > limit;
+    var max = limit.toLocaleString("en-US");
+    count.textContent = !n ? "Up to " + max + " characters per message." :
+      n.toLocaleString("en-US") + " of " + max + " characters" +
+      (over ? ": " + (n - limit).toLocaleString("en-US") + " too many. Shorten the message or send it in parts." : ".");
+    count.classList.toggle("is-over", over);
+    text.setCustomValidity(over ? "This message has " + n.toLocaleString("en-US") + " characters; the limit is " + limit.toLocaleString("en-US") + "." : "");
+    text.setAttribute("aria-invalid", over ? "true" : "false");
+  }
+
+  document.addEventListener("input", function (evt) { if (evt.target && evt.target.id === "composer-text") countComposer(); });
+
+  // The offline notice can be dismissed; it stays dismissed in this browser.
+  function dismissed(id) { try { return localStorage.getItem("modex.dismissed." + id) === "1"; } catch (e) { return false; } }
+  document.addEventListener("click", function (evt) {
+    var button = evt.target && evt.target.closest ? evt.target.closest("[data-dismiss]") : null;
+    if (!button) return;
+    var id = button.dataset.dismiss;
+    var el = document.getElementById(id);
+    if (el) el.hidden = true;
+    try { localStorage.setItem("modex.dismissed." + id, "1"); } catch (e) { /* private mode: this page only */ }
+    var text = document.getElementById("composer-text");
+    if (text) text.focus();
+  });
+  document.querySelectorAll("[data-dismiss]").forEach(function (button) {
+    var el = document.getElementById(button.dataset.dismiss);
+    if (el && dismissed(button.dataset.dismiss)) el.hidden = true;
+  });
+
   // Enter sends, Shift+Enter makes a new line.
   document.addEventListener("keydown", function (evt) {
     var target = evt.target;
     if (target && target.id === "composer-text" && evt.key === "Enter" && !evt.shiftKey && !evt.isComposing) {
       evt.preventDefault();
+      countComposer();
+      if (target.value.trim() && !target.form.reportValidity()) return;
       if (target.value.trim()) target.form.requestSubmit();
     }
   });
@@ -47,13 +110,21 @@
 
   chat.addEventListener("htmx:wsBeforeMessage", function () {
     var list = messages();
-    stickToBottom = !list || nearBottom(list);
+    if (list) follow.savedTop = list.scrollTop;
     oldWidths = {};
     document.querySelectorAll("#meter-bar .seg").forEach(function (seg) { oldWidths[seg.id] = seg.style.width; });
   });
 
   chat.addEventListener("htmx:wsAfterMessage", function () {
-    if (stickToBottom) scrollDown();
+    var list = messages();
+    if (follow.on) scrollDown();
+    else if (list && list !== follow.list) {
+      // The list was re-rendered (a stop, a re-sync) while the reader was scrolled up: keep
+      // their place instead of the new list's top.
+      list.scrollTop = follow.savedTop;
+      follow.list = list;
+      follow.autoTop = list.scrollTop;
+    }
     // Grow each bar segment from its previous width to the new one (CSS transitions width).
     document.querySelectorAll("#meter-bar .seg[data-width]").forEach(function (seg) {
       var before = oldWidths[seg.id];
@@ -67,16 +138,16 @@
       seg.style.width = after;
     });
     placeMeter();
+    countComposer();
     var text = document.getElementById("composer-text");
     if (text && !text.closest("fieldset").disabled && document.activeElement === document.body) text.focus();
   });
 
   chat.addEventListener("htmx:wsOpen", function (evt) {
     banner("");
-    if (opened) {
-      // Reconnected: the server re-renders the conversation (a turn may have ended meanwhile).
-      evt.detail.socketWrapper.send(JSON.stringify({ action: "sync" }));
-    }
+    // The server re-renders the conversation on every (re)connect: a turn may have ended
+    // between this page's render and its socket (a reload mid-reply), or while it was offline.
+    evt.detail.socketWrapper.send(JSON.stringify({ action: "sync" }));
     opened = true;
     chat.classList.add("is-connected");
   });
@@ -90,6 +161,13 @@
     else banner("Connection lost. Reconnecting…", "warn");
   });
 
-  document.addEventListener("DOMContentLoaded", function () { placeMeter(); scrollDown(); });
-  if (document.readyState !== "loading") { placeMeter(); scrollDown(); }
+  function ready() {
+    placeMeter();
+    scrollDown();
+    countComposer();
+    var text = document.getElementById("composer-text");
+    if (text && !text.closest("fieldset").disabled) text.focus();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready);
+  else ready();
 })();

@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from agents.chat import service as chat
 from agents.chat.meter import load_history
 from agents.chat.consumer import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, MAX_FRAME_BYTES
+from agents.runtime.loop import MAX_USER_CHARS
 from memory.transcript import validate_transcript
 from tests.agents.chat.conftest import drain, open_socket, receive_until
 
@@ -101,10 +102,10 @@ async def test_oversize_frame_is_refused_and_the_socket_survives(conversation, o
     comm = await connected(conversation, owner)
     await comm.send_to(text_data=json.dumps({"message": "x" * (MAX_FRAME_BYTES + 10)}))
     frame = await comm.receive_from(timeout=3)
-    assert "too large" in frame and "64 KiB" in frame
-    # Multi-byte text counts in bytes, not characters.
+    assert "too long" in frame and "32,000 characters" in frame
+    # Multi-byte text counts in bytes here: a frame no message within the limit can make.
     await comm.send_to(text_data=json.dumps({"message": "é" * (MAX_FRAME_BYTES // 2 + 10)}, ensure_ascii=False))
-    assert "too large" in await comm.receive_from(timeout=3)
+    assert "too long" in await comm.receive_from(timeout=3)
     assert await stored(chat_runtime, conversation) == []
     await send(comm, "small one")
     await receive_until(comm, IDLE)
@@ -118,7 +119,38 @@ async def test_empty_and_too_long_messages_are_rejected_with_the_runtimes_reason
     assert any("empty" in f for f in frames)
     await send(comm, "y" * 40000)
     frames = await receive_until(comm, IDLE)
-    assert any("too long" in f for f in frames)
+    assert any("too long (40,000 characters; at most 32,000)" in f for f in frames)
+    await comm.disconnect()
+
+
+async def test_one_limit_in_characters_whatever_the_script(conversation, owner, chat_runtime):
+    """The limit is MAX_USER_CHARS characters, for any text: 30,000 CJK characters (90 KB of
+    UTF-8) are not refused as a frame too large; the only other bound is the model's window, and
+    that refusal names its limit in tokens. One character more than the limit is refused with the
+    runtime's reason and nothing is stored."""
+    comm = await connected(conversation, owner)
+    cjk = "漢字仮名交じり文" * 3750  # 30,000 characters
+    await comm.send_to(text_data=json.dumps({"message": cjk, "HEADERS": {"HX-Request": "true"}}, ensure_ascii=False))
+    frames = await receive_until(comm, IDLE, timeout=30)
+    errors = [f for f in frames if "notice error" in f]
+    assert not any("KiB" in f or "characters" in f for f in errors), errors
+    assert all("context window" in f and "tokens" in f for f in errors), errors
+    fits = "漢字" * 1000  # 2,000 characters: well inside the chat's window
+    await comm.send_to(text_data=json.dumps({"message": fits, "HEADERS": {"HX-Request": "true"}}, ensure_ascii=False))
+    frames = await receive_until(comm, IDLE, timeout=30)
+    assert not any("notice error" in f for f in frames), [f for f in frames if "notice error" in f]
+    assert any('class="msg user"' in f and fits in f for f in frames), "the whole message was taken"
+    worst = "\x01" * MAX_USER_CHARS  # six bytes of JSON each: the largest frame within the limit
+    await comm.send_to(text_data=json.dumps({"message": worst + "\x01"}))
+    frames = await receive_until(comm, IDLE, timeout=30)
+    assert any("at most 32,000" in f for f in frames)
+    assert not any('class="msg user"' in f for f in frames), "a refused message starts no turn"
+    emoji = "🙂" * MAX_USER_CHARS  # 128 KB of UTF-8: past any byte limit, within the characters one
+    await comm.send_to(text_data=json.dumps({"message": emoji}, ensure_ascii=False))
+    frames = await receive_until(comm, IDLE, timeout=30)
+    errors = [f for f in frames if "notice error" in f]
+    assert not any("KiB" in f or "characters" in f for f in errors), errors
+    assert all("context window" in f and "tokens" in f for f in errors), errors
     await comm.disconnect()
 
 
@@ -162,7 +194,10 @@ async def test_a_turn_streams_tokens_meter_and_final_markdown(conversation, owne
     chunks = [f for f in frames if re.search(r'hx-swap-oob="beforeend:#live-[^"]+-content"', f)]
     assert len(chunks) >= 3, "content streams in several chunks"
     completions = [int(n) for n in re.findall(r'id="meter-completion" hx-swap-oob="true">(\d+)<', joined)]
-    assert completions == sorted(completions) and completions[-1] > 0, "completion tokens grow as they stream"
+    streamed, after = completions[:-1], completions[-1]
+    assert streamed == sorted(streamed) and streamed[-1] > 0, "completion tokens grow as they stream"
+    assert after == 0, '"Reply so far" goes back to zero when the reply is whole'
+    assert joined.rfind('id="meter-completion"') > joined.rfind("outerHTML:#live-"), "after the final message"
     meter = next(f for f in frames if 'id="meter"' in f)
     for section in ("seg-system", "seg-tools", "seg-messages", 'class="threshold"'):
         assert section in meter
@@ -284,6 +319,31 @@ async def test_sqlite_backend_turn(conversation, owner, make_runtime):
     validate_transcript(await stored(runtime, conversation))
     assert await drain(comm) == []
     await comm.disconnect()
+
+
+async def test_a_page_loaded_mid_reply_says_so_and_shows_what_became_of_the_reply(conversation, owner, make_runtime):
+    """A reload mid-reply: the old socket's disconnect and the new page's connect overlap. The
+    new page is told a reply is under way, its composer stays shut, and once that turn is over
+    the conversation is re-rendered with the kept partial reply and a notice."""
+    runtime = make_runtime(chunk_delay=0.1)
+    old = await connected(conversation, owner)
+    await send(old, f"a long answer please: {'words ' * 50}")
+    await receive_until(old, "beforeend:#live-")
+    leaving = asyncio.create_task(old.disconnect())
+    await asyncio.sleep(0)
+    new = await connected(conversation, owner)
+    frames = await receive_until(new, "still being written or tidied up", timeout=5)
+    assert RUNNING in frames[-1]
+    frames = await receive_until(new, "has ended", timeout=20)
+    synced = next(f for f in frames if 'id="messages"' in f)
+    assert "a long answer please" in synced and "stopped before the answer was complete" in synced
+    assert IDLE in synced
+    await leaving
+    messages = await stored(runtime, conversation)
+    validate_transcript(messages)
+    await send(new, "and now?")
+    await receive_until(new, IDLE, timeout=20)
+    await new.disconnect()
 
 
 async def test_consumer_cancels_the_turn_task_on_disconnect(conversation, owner, make_runtime):

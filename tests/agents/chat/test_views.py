@@ -78,6 +78,19 @@ def test_create_lists_main_agents_only_and_redirects_to_the_conversation(client_
     assert Conversation.objects.filter(owner=owner).count() == 1
 
 
+def test_starting_again_reuses_an_empty_conversation(client_for, owner, conversation, chat_runtime):
+    client = client_for(owner)
+    empty = client.post(reverse("chat:create"), {"agent": "roomy"})
+    again = client.post(reverse("chat:create"), {"agent": "roomy"})
+    assert empty["Location"] == again["Location"], "nothing said yet: the same conversation"
+    assert Conversation.objects.filter(owner=owner, agent="roomy").count() == 1
+    roomy = Conversation.objects.get(owner=owner, agent="roomy")
+    run_turns(chat_runtime, roomy, "hello")
+    third = client.post(reverse("chat:create"), {"agent": "roomy"})
+    assert third["Location"] != again["Location"]
+    assert Conversation.objects.filter(owner=owner, agent="roomy").count() == 2
+
+
 def test_forms_need_csrf(owner, conversation, client_for):
     client = client_for(owner, enforce_csrf_checks=True)
     assert client.post(reverse("chat:create"), {"agent": "default"}).status_code == 403
@@ -108,6 +121,8 @@ def test_the_page_renders_history_meter_and_the_offline_notice(client_for, owner
     assert '<details class="reasoning">' in page and '<details class="tool" id="tool-' in page
     assert "OPENAI_BASE_URL" in page and "OPENAI_API_KEY" in page and "OPENAI_MODEL" in page
     assert 'id="meter"' in page and 'id="composer"' in page and "hx-swap-oob" not in page
+    assert '<a class="skip-link" href="#composer-text">Skip to the message box</a>' in page
+    assert "Up to 32,000 characters per message." in page and "maxlength" not in page.split('id="composer"')[1]
 
 
 def test_history_shows_the_compact_summary_as_a_card(client_for, owner, conversation, chat_runtime):
@@ -120,6 +135,43 @@ def test_history_shows_the_compact_summary_as_a_card(client_for, owner, conversa
     pruned = client_for(owner).get(reverse("chat:pruned", args=[conversation.pk])).content.decode()
     assert "Table of contents" in pruned and "## [1] user · " in pruned
     assert 'href="#seq-1"' in pruned and 'id="seq-1"' in pruned
+
+
+def test_history_keeps_what_cleanup_moved_out_scrollable_with_the_cut_marked(client_for, owner, conversation, chat_runtime):
+    """After cleanups and a reload the page still shows the whole conversation: the catalogued
+    messages in order, marked pruned, then the cut, then the live summary and tail."""
+    filler = " ".join(["alpha beta gamma delta"] * 40)
+    texts = [f"turn {n} {filler}" for n in range(12)]
+    run_turns(chat_runtime, conversation, *texts)
+    session = chat.session_of(conversation)
+    live = chat_runtime.services.bundle.messages.read(session)
+    assert live[0].is_compact_summary and chat_runtime.services.catalog.count(session) > 4
+    page = client_for(owner).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    positions = [page.index(f"turn {n} alpha") for n in range(12)]
+    assert positions == sorted(positions), "every user message is on the page, in order"
+    cut = page.index('class="cut-mark"')
+    first_live_user = next(m for m in live if m.role == "user")
+    assert page.index('class="msg user is-pruned"') < cut < page.index(first_live_user.content[:20])
+    assert page.count('class="cut-mark"') == 1
+    assert page.count('class="msg user is-pruned"') == sum(
+        1 for e in chat_runtime.services.catalog.entries(session) if e.message.role == "user"
+    )
+
+
+def test_history_is_bounded_and_counts_what_it_leaves_out(client_for, owner, conversation, chat_runtime, monkeypatch):
+    filler = " ".join(["alpha beta gamma delta"] * 40)
+    run_turns(chat_runtime, conversation, *[f"turn {n} {filler}" for n in range(8)])
+    session = chat.session_of(conversation)
+    total = len(chat_runtime.services.bundle.messages.read(session)) + chat_runtime.services.catalog.count(session)
+    monkeypatch.setattr(chat, "HISTORY_LIMIT", 6)
+    history = chat.history(conversation=conversation)
+    assert len(history.messages) + len(history.pruned) == 6
+    assert history.hidden == total - 6
+    page = client_for(owner).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert f"{total - 6} older messages of this conversation are not shown here" in page
+    everything = [e.message for e in chat_runtime.services.catalog.entries(session)]
+    everything += chat_runtime.services.bundle.messages.read(session)
+    assert [m.id for m in history.pruned + history.messages] == [m.id for m in everything][-6:], "the latest six, in order"
 
 
 def test_the_pruned_page_escapes_everything(client_for, owner, conversation, chat_runtime):

@@ -1,0 +1,222 @@
+"""The chat as a first-time user meets it, in headless Chromium against a live daphne server:
+the list keeps following a long message, a scrolled-up reader keeps their place, one stated
+limit on a message, a reload mid-reply, the history before a cleanup, a 390 px phone.
+
+Each test reproduces what a user tripped on (issue 19) and checks what they see now.
+"""
+
+from __future__ import annotations
+
+from tests.agents.chat.conftest import CHAT_BOT_YML
+from tests.browser import BROWSER_MARKS, SCREENSHOTS, LiveBrowserCase
+
+pytestmark = BROWSER_MARKS
+
+PASSWORD = "ada-pw-for-tests-1"
+FILLER = " ".join(["we are planning a long walking trip along the coast with friends"] * 8)
+# How far the list is from its bottom, and whether an element is inside the list's visible box.
+GAP_JS = "el => el.scrollHeight - el.scrollTop - el.clientHeight"
+IN_VIEW_JS = """(sel) => { const list = document.getElementById('messages'); const els = list.querySelectorAll(sel);
+  if (!els.length) return false; const r = els[els.length - 1].getBoundingClientRect(), box = list.getBoundingClientRect();
+  return r.bottom <= box.bottom + 2 && r.bottom > box.top; }"""
+
+
+class FirstUse(LiveBrowserCase):
+    bot_yml = CHAT_BOT_YML
+    server_env = {"MODEX_OFFLINE_CHUNK_DELAY_MS": "30"}
+    viewport = {"width": 1400, "height": 900}
+
+    def setUp(self):
+        from django.contrib.auth import get_user_model
+
+        get_user_model().objects.create_user(username="ada", password=PASSWORD)
+        self.context = self._browser.new_context(viewport=self.viewport)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(20000)
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def tearDown(self):
+        self.context.close()
+
+    def login_and_start(self) -> str:
+        page = self.page
+        page.goto(f"{self.live_server_url}/accounts/login/")
+        page.fill("input[name=username]", "ada")
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{self.live_server_url}/")
+        page.goto(f"{self.live_server_url}/conversations/")
+        page.click(".agent-pick:has(input[value=default]) button")
+        page.wait_for_selector("#chat.is-connected")
+        return page.url
+
+    def send(self, text: str) -> None:
+        self._sent = text[:24]
+        self.page.fill("#composer-text", text)
+        self.page.press("#composer-text", "Enter")
+
+    def wait_idle(self) -> None:
+        self.page.wait_for_function(
+            "(sent) => { const users = document.querySelectorAll('.msg.user');"
+            " return users.length && users[users.length - 1].textContent.includes(sent)"
+            " && document.querySelector('#composer[data-state=idle]') && !document.querySelector('.msg.live'); }",
+            arg=self._sent,
+        )
+
+    def gap(self) -> float:
+        return self.page.eval_on_selector("#messages", GAP_JS)
+
+
+class ScrollingAndLimits(FirstUse):
+    def test_a_long_message_its_reply_and_the_cleanup_notice_stay_in_view(self):
+        page = self.page
+        self.login_and_start()
+        self.send("hello there")
+        self.wait_idle()
+        long = ("A long paste of notes about the coast walk, day by day, with every detail. " * 330)[:24000]
+        self.send(long)
+        self.wait_idle()
+        # The reply, and the cleanup the long message caused, are at the bottom, in view.
+        page.wait_for_selector(".notice.cleanup:not(.is-running)")
+        assert self.gap() < 80, f"the list stopped following: {self.gap()} px below view"
+        assert page.evaluate(IN_VIEW_JS, ".msg.assistant"), "the reply is in view"
+        # Later replies too.
+        self.send("and after that?")
+        self.wait_idle()
+        assert self.gap() < 80, f"the list stopped following: {self.gap()} px below view"
+        assert page.evaluate(IN_VIEW_JS, ".msg.assistant")
+        assert not self.errors, self.errors
+
+    def test_one_limit_stated_before_sending_and_nothing_cut(self):
+        page = self.page
+        self.login_and_start()
+        count = page.locator("#composer-count")
+        assert count.inner_text() == "Up to 32,000 characters per message."
+        # A 100 KB paste stays whole in the box, and the box says why it cannot be sent.
+        paste = "x" * 100_000
+        page.fill("#composer-text", paste)
+        assert page.eval_on_selector("#composer-text", "el => el.value.length") == 100_000
+        assert "100,000 of 32,000 characters: 68,000 too many" in count.inner_text()
+        page.press("#composer-text", "Enter")
+        page.wait_for_timeout(800)
+        assert page.locator(".msg.user").count() == 0, "an over-long message is not sent"
+        assert page.eval_on_selector("#composer-text", "el => el.value.length") == 100_000, "and not lost"
+        self.shot("limit-over")
+        # 30,000 CJK characters (90 KB) are within the limit: sent, no frame error.
+        cjk = "漢字仮名交じり文" * 3750
+        page.fill("#composer-text", cjk)
+        assert "30,000 of 32,000 characters." == count.inner_text()
+        self._sent = cjk[:24]
+        page.press("#composer-text", "Enter")
+        self.wait_idle()
+        assert page.locator(".notice.error").count() == 0, page.locator(".notice.error").all_inner_texts()
+        assert cjk in page.inner_text(".msg.user >> nth=-1")
+        assert count.inner_text() == "Up to 32,000 characters per message."
+        assert not self.errors, self.errors
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+class SlowReplies(FirstUse):
+    server_env = {"MODEX_OFFLINE_CHUNK_DELAY_MS": "120"}  # a reply takes seconds: time to scroll, stop, reload
+
+    def test_a_reader_scrolled_up_keeps_their_place_while_it_streams_and_after_stop(self):
+        page = self.page
+        self.login_and_start()
+        for n in range(3):
+            self.send(f"note {n}: {FILLER}")
+            self.wait_idle()
+        self.send(f"one more, a long one: {FILLER} {FILLER}")
+        page.wait_for_selector(".msg.live .streaming")
+        box = page.locator("#messages").bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.wheel(0, -600)  # the reader scrolls up to reread something
+        page.wait_for_function("() => { const l = document.getElementById('messages'); return l.scrollHeight - l.scrollTop - l.clientHeight > 300; }")
+        page.wait_for_timeout(300)  # more of the reply streams in meanwhile
+        top = page.eval_on_selector("#messages", "el => el.scrollTop")
+        assert self.gap() > 300, "streaming did not pull the reader back down"
+        page.click("button.stop")
+        page.wait_for_selector(".notice.info >> text=Stopped.")
+        after = page.eval_on_selector("#messages", "el => el.scrollTop")
+        assert abs(after - top) < 120, f"the list jumped from {top} to {after} on stop"
+        # Back at the bottom, it follows again.
+        page.eval_on_selector("#messages", "el => { el.scrollTop = el.scrollHeight; }")
+        self.send("are you still there?")
+        self.wait_idle()
+        assert self.gap() < 80
+        assert not self.errors, self.errors
+
+
+
+DOCS_SHOTS = SCREENSHOTS.parents[1] / "docs" / "screenshots"  # checked in, linked from README
+
+
+class Screens(FirstUse):
+    """Chat, scopes and memory at 1400 px and on a 390 px phone: no horizontal overflow, the
+    conversation first, a composer of usable width. Screenshots go to docs/screenshots/."""
+
+    def test_phone_width_and_the_screenshots(self):
+        from django.contrib.auth import get_user_model
+
+        get_user_model().objects.filter(username="ada").update(is_staff=True)
+        page = self.page
+        url = self.login_and_start()
+        self.send("hello there, who are you?")
+        self.wait_idle()
+        self.send("todo: pack the rain jackets")
+        self.wait_idle()
+        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+        for width, height in ((1400, 900), (390, 844)):
+            page.set_viewport_size({"width": width, "height": height})
+            for name, path in (("chat", url), ("scopes", f"{self.live_server_url}/scopes/"), ("memory", f"{self.live_server_url}/memory/")):
+                page.goto(path)
+                if name == "chat":
+                    page.wait_for_selector("#chat.is-connected")
+                page.wait_for_load_state("networkidle")
+                overflow = page.evaluate("() => document.documentElement.scrollWidth")
+                widest = page.evaluate("""(w) => [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > w + 1)
+                  .slice(0, 4).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).join(', ')""", width)
+                assert overflow <= width, f"{name} at {width} px is {overflow} px wide: {widest}"
+                page.screenshot(path=str(DOCS_SHOTS / f"{name}-{width}.png"))
+        # On the phone the conversation is on the first screen and the message box is wide.
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(url)
+        page.wait_for_selector("#chat.is-connected")
+        box = page.locator("#composer-text").bounding_box()
+        assert box["width"] >= 0.65 * 390, f"the message box is {box['width']} px wide"  # was 143 px
+        assert page.locator("#messages").bounding_box()["y"] < 844 * 0.6, "the conversation starts on the first screen"
+        assert page.evaluate("() => document.activeElement && document.activeElement.id") == "composer-text", "focused on load"
+        # The offline notice can be dismissed, and stays dismissed after a reload.
+        page.click("#offline-notice .banner-close")
+        assert page.locator("#offline-notice").is_hidden()
+        page.reload()
+        page.wait_for_selector("#chat.is-connected")
+        assert page.locator("#offline-notice").is_hidden()
+        assert page.locator("#messages").bounding_box()["y"] < 844 / 3
+        nav_right = page.evaluate("() => Math.max(...[...document.querySelectorAll('.topbar nav > *')].map(e => e.getBoundingClientRect().right))")
+        assert nav_right <= 390, f"a nav item ends at {nav_right} px"
+        assert not self.errors, self.errors
+
+    def test_reload_mid_reply_shows_what_became_of_it(self):
+        page = self.page
+        url = self.login_and_start()
+        self.send(f"tell me about it: {FILLER}")
+        page.wait_for_selector(".msg.live .streaming")
+        page.goto(url)  # reload while the reply is being written
+        page.wait_for_selector("#chat.is-connected")
+        # Not silent: without a second reload the page shows what was kept of the reply, with
+        # its note (and, when the old turn was still tidying up as the page loaded, a notice).
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.msg.assistant')].some(m => m.textContent.includes('stopped before the answer'))"
+            " && document.querySelector('#composer[data-state=idle]')",
+            timeout=30000,
+        )
+        assert "tell me about it" in page.inner_text(".msg.user >> nth=-1")
+        assert page.locator(".msg.assistant").count() == 1
+        assert "stopped before the answer was complete" in page.inner_text(".msg.assistant >> nth=-1")
+        assert page.locator('#composer[data-state="idle"]').count() == 1
+        self.send("are you there?")
+        self.wait_idle()
+        assert not self.errors, self.errors
