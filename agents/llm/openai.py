@@ -177,7 +177,8 @@ class OpenAIChatModel:
     async def _window_from_metadata(self) -> int | None:
         http = self._client()._client  # the SDK's own httpx client (auth headers added below)
         headers = {"Authorization": f"Bearer {self._api_key}"}
-        response = await http.get(f"{self.base_url}/models", headers=headers)
+        base = redact_url(self.base_url)  # the HTTP client logs URLs; credentials stay out of them
+        response = await http.get(f"{base}/models", headers=headers)
         if response.status_code == 200:
             listing = response.json()
             entries = listing.get("data") if isinstance(listing, dict) else None
@@ -187,7 +188,7 @@ class OpenAIChatModel:
                         value = entry.get(key)
                         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                             return value
-        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        root = base[: -len("/v1")] if base.endswith("/v1") else base
         response = await http.get(f"{root}/props", headers=headers)
         if response.status_code == 200:
             props = response.json()

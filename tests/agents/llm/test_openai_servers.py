@@ -3,6 +3,8 @@ llama.cpp, llama-cpp-python, vLLM, TGI, FastAPI proxies), over real HTTP to the 
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from agents.llm import (
@@ -216,3 +218,13 @@ async def test_the_setting_wins_and_no_metadata_means_unknown(fake_openai, make_
     fake_openai.models = [{"id": "fake-model"}]
     model = make_model()
     assert await model.discover_context_window() is None and model.context_window is None
+
+
+async def test_the_metadata_probe_keeps_the_base_urls_credentials_out_of_logged_urls(fake_openai, make_model, caplog):
+    caplog.set_level(logging.DEBUG)
+    fake_openai.props = {"default_generation_settings": {"n_ctx": 4096}}
+    model = make_model(base_url=fake_openai.url.replace("http://", "http://probe-user:probe-s3cret@"))
+    assert await model.discover_context_window() == 4096
+    assert [r.path for r in fake_openai.get_requests] == ["/v1/models", "/props"]
+    assert "/props" in caplog.text  # the requests were logged...
+    assert "probe-s3cret" not in caplog.text  # ...without the password in their URL
