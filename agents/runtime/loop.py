@@ -53,8 +53,10 @@ from memory.assembly.assembler import AssemblyError
 from memory.compression.cleanup import CleanupFailed, arun_cleanup
 from memory.hooks import take_reorientation
 from memory.locks import Lease, LeaseBusy, LeaseLost, acquire_lease, release_lease, renew_lease
-from memory.messages import Message
+from memory.messages import Message, storable_message
 from memory.scopes import SessionScope
+from memory.stores.base import Fence, FencedOut
+from memory.text import storable
 from memory.tokens import count_text
 from memory.transcript import INTERRUPTED_RESULT, repair_transcript
 
@@ -66,6 +68,7 @@ TURN_LEASE_TTL = 300.0  # default of settings.MODEX_TURN_LEASE_TTL
 CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
 MAX_USER_CHARS = 32000
 STOPPED_NOTE = "[stopped before the answer was complete]"
+TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
 
 
 class TurnBusy(Exception):
@@ -88,11 +91,37 @@ class ToolContext:
     scratchpad: RunScratchpad
     depth: int = 0
     subagent_sessions: list[SessionScope] = field(default_factory=list)
+    fence: Fence | None = None  # the turn lease's fencing token: every session write carries it
 
 
 async def _io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """Run a (sync, possibly ORM-backed) store call off the event loop."""
     return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+
+
+class StorableDeltas:
+    """Makes streamed text storable piece by piece (``memory.text.storable``), per channel.
+
+    A model's JSON may write one character as a surrogate pair split over two chunks
+    (``"\\ud83d"`` then ``"\\ude00"``): a high surrogate at the end of a piece is held back and
+    joined with a low one opening the next piece; any other surrogate becomes U+FFFD. So the
+    browser and the store see the same text, and it is always valid Unicode.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[type, str] = {}
+
+    def text(self, channel: type, text: str) -> str:
+        held = self._held.pop(channel, "")
+        if held and text and "\udc00" <= text[0] <= "\udfff":
+            held, text = chr(0x10000 + ((ord(held) - 0xD800) << 10) + (ord(text[0]) - 0xDC00)), text[1:]
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            self._held[channel], text = text[-1], text[:-1]
+        return storable(held) + storable(text)
+
+    def flush(self, channel: type) -> str:
+        """What is still held back for ``channel`` (a lone high surrogate, as U+FFFD)."""
+        return storable(self._held.pop(channel, ""))
 
 
 class Runtime:
@@ -157,23 +186,28 @@ class Runtime:
         held, stop, lost = [lease], asyncio.Event(), asyncio.Event()
         keeper = asyncio.create_task(self._keep_lease(held, stop=stop, lost=lost), name=f"turn-lease-{key}")
         ctx = ToolContext(
-            services=self.services, runtime=self, agent=agent, user_id=user_id, session=session, scratchpad=RunScratchpad()
+            services=self.services, runtime=self, agent=agent, user_id=user_id, session=session,
+            scratchpad=RunScratchpad(), fence=lease.fence,
         )
         final: Message | None = None
         try:
             yield TurnStarted(session=key, agent=agent.name, model=self.model.name, offline=self.services.offline)
-            async with contextlib.aclosing(self._loop(ctx=ctx, text=text)) as events:
-                async for event in events:
-                    if isinstance(event, TurnFinished):
-                        final = event.message
-                    yield event
-                    if lost.is_set() and not isinstance(event, TurnFinished | TurnFailed):
-                        final = None
-                        yield TurnFailed(
-                            error="this conversation was taken over by another worker; send your message again",
-                            kind="LeaseLost",
-                        )
-                        break
+            try:
+                async with contextlib.aclosing(self._loop(ctx=ctx, text=text)) as events:
+                    async for event in events:
+                        if isinstance(event, TurnFinished):
+                            final = event.message
+                        yield event
+                        if lost.is_set() and not isinstance(event, TurnFinished | TurnFailed):
+                            final = None
+                            yield TurnFailed(error=TAKEN_OVER, kind="LeaseLost")
+                            break
+            except FencedOut as exc:
+                # This worker stalled past the lease and another took the conversation over: the
+                # store refused the write, so nothing of ours lands after theirs.
+                logger.error("turn of %s fenced out: %s", key, exc)
+                final = None
+                yield TurnFailed(error=TAKEN_OVER, kind="LeaseLost")
         finally:
             self._running.discard(key)
             stop.set()
@@ -217,6 +251,7 @@ class Runtime:
             session=session,
             scratchpad=parent.scratchpad,
             depth=parent.depth + 1,
+            fence=parent.fence,  # the subagent works under its parent's turn lease
         )
         answer: str | None = None
         try:
@@ -233,10 +268,9 @@ class Runtime:
     # -- the loop -----------------------------------------------------------------------------
 
     async def _loop(self, *, ctx: ToolContext, text: str) -> AsyncIterator[RuntimeEvent]:
-        store = self.services.bundle.messages
-        for repaired in await self._repair_tail(ctx.session):
+        for repaired in await self._repair_tail(ctx.session, ctx.fence):
             yield MessageStored(message=repaired)
-        user = (await _io(store.append, ctx.session, [Message(role="user", content=text)]))[0]
+        user = (await self._append(ctx.session, ctx.fence, [Message(role="user", content=text)]))[0]
         yield MessageStored(message=user)
         roster = self.roster(ctx.agent)
         schemas = roster.schemas()
@@ -270,7 +304,7 @@ class Runtime:
                 completion = builder.build()
                 reply = completion.to_message()
                 reply_id = reply.id
-                stored = (await _io(store.append, ctx.session, [reply]))[0]
+                stored = (await self._append(ctx.session, ctx.fence, [reply]))[0]
                 # From here on the reply is persisted: an interruption must close its calls,
                 # not store its text a second time.
                 pending = list(stored.tool_calls)
@@ -286,14 +320,14 @@ class Runtime:
                     await self.hooks.fire(HookPoint.BEFORE_TOOL, agent=ctx.agent, session=ctx.session, call=call)
                     outcome = await roster.call(ctx, name=call.name, arguments_json=call.arguments_json)
                     result = Message(role="tool", content=outcome.content, tool_call_id=call.id, name=call.name)
-                    stored_result = (await _io(store.append, ctx.session, [result]))[0]
+                    stored_result = (await self._append(ctx.session, ctx.fence, [result]))[0]
                     pending.pop(0)
                     await self.hooks.fire(HookPoint.AFTER_TOOL, agent=ctx.agent, session=ctx.session, call=call, outcome=outcome)
-                    yield ToolFinished(call=call, content=outcome.content, ok=outcome.ok)
+                    yield ToolFinished(call=call, content=stored_result.content or "", ok=outcome.ok)
                     yield MessageStored(message=stored_result)
             except ModelError as exc:
                 logger.warning("model call failed for %s: %s", ctx.session.key(), exc)
-                await asyncio.shield(self._keep_partial(ctx.session, builder))
+                await asyncio.shield(self._keep_partial(ctx.session, builder, ctx.fence))
                 yield TurnFailed(error=str(exc), kind=type(exc).__name__)
                 return
             except AssemblyError as exc:
@@ -302,21 +336,32 @@ class Runtime:
                 yield TurnFailed(error=str(exc), kind=type(exc).__name__)
                 return
             except (asyncio.CancelledError, GeneratorExit):
-                await asyncio.shield(self._abandon(ctx.session, builder, reply_id))
+                await asyncio.shield(self._abandon(ctx.session, builder, reply_id, ctx.fence))
                 raise
         note = Message(
             role="assistant",
             content=f"I stopped after {self.max_steps} steps without a final answer. Ask me to continue if needed.",
         )
-        stored = (await _io(store.append, ctx.session, [note]))[0]
+        stored = (await self._append(ctx.session, ctx.fence, [note]))[0]
         yield MessageStored(message=stored)
         yield TurnFinished(message=stored, steps=self.max_steps, stopped_at_step_limit=True)
+
+    async def _append(self, session: SessionScope, fence: Fence | None, messages: list[Message]) -> list[Message]:
+        """The one way a turn writes its session: every message made storable first, and fenced
+        by the turn's lease (FencedOut if another worker has taken the conversation over)."""
+        clean = [storable_message(m) for m in messages]
+        return await _io(self.services.bundle.messages.append, session, clean, fence=fence)
 
     async def _stream(self, request: Any, schemas: list[dict[str, Any]], builder: CompletionBuilder) -> AsyncIterator[RuntimeEvent]:
         events = self.model.stream(messages=request.messages, tools=schemas or None)
         completion_tokens = 0
+        deltas = StorableDeltas()
         try:
             async for event in events:
+                if isinstance(event, ContentDelta | ReasoningDelta):
+                    event = type(event)(text=deltas.text(type(event), event.text))
+                    if not event.text:
+                        continue
                 builder.add(event)
                 if isinstance(event, ContentDelta):
                     completion_tokens += count_text(event.text)
@@ -324,6 +369,14 @@ class Runtime:
                 elif isinstance(event, ReasoningDelta):
                     yield ReasoningChunk(text=event.text)
                 await asyncio.sleep(0)  # let the socket flush each chunk (STACK.md)
+            for channel, chunk in ((ContentDelta, ContentChunk), (ReasoningDelta, ReasoningChunk)):
+                if rest := deltas.flush(channel):
+                    builder.add(channel(text=rest))
+                    if chunk is ContentChunk:
+                        completion_tokens += count_text(rest)
+                        yield ContentChunk(text=rest, completion_tokens=completion_tokens)
+                    else:
+                        yield ReasoningChunk(text=rest)
         finally:
             with contextlib.suppress(Exception):
                 await events.aclose()
@@ -380,7 +433,7 @@ class Runtime:
 
     # -- keeping the transcript legal ---------------------------------------------------------
 
-    async def _repair_tail(self, session: SessionScope) -> list[Message]:
+    async def _repair_tail(self, session: SessionScope, fence: Fence | None = None) -> list[Message]:
         """Persist synthetic results for calls a crashed turn left open at the session's end."""
         tail = await _io(self.services.bundle.messages.read, session, last=64)
         repaired, repairs = repair_transcript(tail)
@@ -389,9 +442,9 @@ class Runtime:
             return []
         synthetic = repaired[len(repaired) - len(added) :]
         logger.warning("repairing %d interrupted tool call(s) in %s", len(synthetic), session.key())
-        return await _io(self.services.bundle.messages.append, session, synthetic)
+        return await self._append(session, fence, synthetic)
 
-    async def _keep_partial(self, session: SessionScope, builder: CompletionBuilder) -> None:
+    async def _keep_partial(self, session: SessionScope, builder: CompletionBuilder, fence: Fence | None = None) -> None:
         """A reply cut off mid-stream: keep what the user already saw (tool calls are never partial)."""
         if builder.content or builder.reasoning_content:
             partial = Message(
@@ -399,9 +452,11 @@ class Runtime:
                 content=(builder.content + "\n\n" + STOPPED_NOTE).strip(),
                 reasoning_content=builder.reasoning_content or None,
             )
-            await _io(self.services.bundle.messages.append, session, [partial])
+            await self._append(session, fence, [partial])
 
-    async def _abandon(self, session: SessionScope, builder: CompletionBuilder, reply_id: str | None) -> None:
+    async def _abandon(
+        self, session: SessionScope, builder: CompletionBuilder, reply_id: str | None, fence: Fence | None = None
+    ) -> None:
         """Close a turn cut short, from what the store holds, not from what the loop believed.
 
         A cancel can land while a write is finishing in its worker thread: the message is then
@@ -412,8 +467,8 @@ class Runtime:
         try:
             tail = await _io(self.services.bundle.messages.read, session, last=64)
             if reply_id is None or all(m.id != reply_id for m in tail):
-                await self._keep_partial(session, builder)
-            await self._repair_tail(session)
+                await self._keep_partial(session, builder, fence)
+            await self._repair_tail(session, fence)
         except Exception:  # the next turn's _repair_tail closes the chain instead
             logger.exception("could not close the interrupted turn of %s", session.key())
 

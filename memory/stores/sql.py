@@ -30,15 +30,23 @@ from memory.scopes import Scope
 from memory.stores.base import (
     ConcurrentChange,
     DuplicateMessage,
+    Fence,
     InvalidPrune,
     MemoryStoreBundle,
     MessageStore,
     PruneResult,
 )
 from memory.stores.base import SessionHead as HeadValue
-from memory.stores.codec import check_batch, check_ids, check_prune_arguments, check_window, dumps
+from memory.stores.codec import check_batch, check_fence, check_ids, check_prune_arguments, check_window, dumps
 from memory.stores.sql_archive import SqlArchiveStore
-from memory.stores.sql_common import RACE_ATTEMPTS, Raced, chunks, database_errors, scope_key
+from memory.stores.sql_common import (
+    RACE_ATTEMPTS,
+    Raced,
+    check_fence_in_transaction,
+    chunks,
+    database_errors,
+    scope_key,
+)
 from memory.stores.sql_kv import SqlCursorStore, SqlKVStore
 from memory.tokens import with_tokens
 
@@ -155,8 +163,9 @@ class SqlMessageStore(MessageStore):
     # -- append and reads ----------------------------------------------------------------------
 
     @database_errors
-    def append(self, scope: Scope, messages: Sequence[Message]) -> list[Message]:
+    def append(self, scope: Scope, messages: Sequence[Message], *, fence: Fence | None = None) -> list[Message]:
         batch = check_batch(messages)
+        fence = check_fence(fence)
         key = scope_key(scope)
         if not batch:
             return []
@@ -164,6 +173,7 @@ class SqlMessageStore(MessageStore):
         for attempt in range(RACE_ATTEMPTS):
             try:
                 with transaction.atomic(using=self.using):
+                    check_fence_in_transaction(fence, self.using, f"an append to {scope}")
                     head = self._lock_head(key, create=True)
                     self._reject_used(scope, key, head, [m.id for m in counted])
                     stored = [replace(m, seq=head.last_seq + i) for i, m in enumerate(counted, 1)]
@@ -215,12 +225,15 @@ class SqlMessageStore(MessageStore):
     # -- prune, soft delete, clear (rarer: the ORM is fine here) -------------------------------
 
     @database_errors
-    def prune(self, scope: Scope, *, through_seq: int, summary: Message | None, expected_version: int) -> PruneResult:
+    def prune(self, scope: Scope, *, through_seq: int, summary: Message | None, expected_version: int,
+              fence: Fence | None = None) -> PruneResult:
         key = scope_key(scope)
         check_prune_arguments(scope, through_seq, summary, expected_version)
+        fence = check_fence(fence)
         stored_summary = replace(with_tokens(summary), seq=through_seq) if summary is not None else None
         try:
             with transaction.atomic(using=self.using):
+                check_fence_in_transaction(fence, self.using, f"a prune of {scope}")
                 head = self._lock_head(key, create=False)
                 current = head.version if head else 0
                 if current != expected_version:
