@@ -192,6 +192,10 @@ MODEX_PERSISTENCE_BACKEND = env_str("MODEX_PERSISTENCE_BACKEND")  # None: take b
 # long a worker that died mid-turn or mid-cleanup blocks the next one.
 MODEX_TURN_LEASE_TTL = env_float("MODEX_TURN_LEASE_TTL", 300.0, minimum=1.0)
 MODEX_CLEANUP_LEASE_TTL = env_float("MODEX_CLEANUP_LEASE_TTL", 600.0, minimum=1.0)
+# Background tasks: the lease a consolidation or review holds, and how long a task may stay
+# "running" before the reaper (manage.py reap_tasks) takes its worker for dead and runs it again.
+MODEX_TASK_LEASE_TTL = env_float("MODEX_TASK_LEASE_TTL", 600.0, minimum=1.0)
+MODEX_TASK_STALE_AFTER = env_float("MODEX_TASK_STALE_AFTER", MODEX_TASK_LEASE_TTL * 1.5, minimum=1.0)
 
 LOGGING = {
     "version": 1,

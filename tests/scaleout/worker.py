@@ -322,6 +322,18 @@ def job_review(args: dict[str, Any]) -> None:
     emit(done=result["status"], result=result)
 
 
+def job_db_worker(args: dict[str, Any]) -> None:
+    """``manage.py db_worker --batch`` (the real task worker) with the tasks' model gated on ``gate``."""
+    from django.core.management import call_command
+
+    from agents.tasks import task_environment
+
+    with task_environment(_task_environment(args.get("gate"))):
+        emit(at="working")
+        call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", "--interval", "0.2")
+    emit(done="drained")
+
+
 def job_channel(args: dict[str, Any]) -> None:
     """Join a group on the configured channel layer and report the first message it gets."""
     from asgiref.sync import async_to_sync
@@ -348,6 +360,7 @@ JOBS = {
     "consolidate": job_consolidate,
     "review": job_review,
     "channel": job_channel,
+    "db_worker": job_db_worker,
 }
 
 
