@@ -38,12 +38,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
 from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, TaskResultStatus, task, task_backends
 from django.utils import timezone
 
 from agents.llm import as_text_completion
 from agents.runtime.hooks import HookPoint, RuntimeHooks
-from memory.dream import ConsolidationMode, ConsolidationStatus, DreamEngine
+from memory.dream import ConsolidationMode, ConsolidationStatus, DreamEngine, DreamOptions
 from memory.hooks import CleanupFinished, MemoryHookPoint
 from memory.messages import Message, utcnow
 from memory.scopes import Scope, SessionScope
@@ -102,8 +103,10 @@ def task_environment(environment: TaskEnvironment) -> Iterator[TaskEnvironment]:
 
 def dream_engine(*, services: MemoryServices, clock: Callable[[], datetime] = utcnow) -> DreamEngine:
     """The Dream Engine over ``services``: their stores, hooks and chat model."""
+    options = DreamOptions(lease_ttl=float(getattr(settings, "MODEX_TASK_LEASE_TTL", 600.0)))
     return DreamEngine(
-        bundle=services.bundle, model=as_text_completion(services.model), hooks=services.hooks, clock=clock
+        bundle=services.bundle, model=as_text_completion(services.model), hooks=services.hooks, clock=clock,
+        options=options,
     )
 
 

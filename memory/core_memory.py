@@ -14,7 +14,8 @@ overwritten: the loser gets ``CoreMemoryConflict`` and can re-read and retry. ``
 its compare-and-set by itself, because appending commutes. Each file has a token cap checked
 before anything is written (``CoreMemoryFull``). Every change dispatches CORE_MEMORY_UPDATED
 and adds an entry to the file's change history (KV key ``<file>.history``, JSON lines, capped).
-Control characters (NUL, other C0 controls but tab/newline/CR) are dropped from written text.
+Control characters (NUL, other C0 controls but tab/newline/CR) are dropped from written text,
+and lone surrogates become U+FFFD (``memory.text.storable``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from memory.hooks import CoreMemoryUpdated, MemoryHookDispatcher, MemoryHookPoin
 from memory.messages import utcnow
 from memory.scopes import AgentScope, CompositeScope, Scope, UserScope, validate_id
 from memory.stores.base import MUST_NOT_EXIST, KVStore, VersionConflict
+from memory.text import storable
 from memory.tokens import count_text
 
 logger = logging.getLogger("memory.core_memory")
@@ -198,8 +200,9 @@ def _backoff(attempt: int) -> None:
 
 
 def clean_text(text: str) -> str:
-    """``text`` without the control characters core memory files never hold."""
-    return _CONTROL_RE.sub("", text)
+    """``text`` without the control characters core memory files never hold, made storable
+    (lone surrogates, which a model's JSON can produce, become U+FFFD)."""
+    return storable(_CONTROL_RE.sub("", text))
 
 
 def _detail(text: str) -> str:

@@ -11,11 +11,14 @@ Two serialisations exist and they are kept apart:
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
+
+from memory.text import is_storable, storable
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -330,3 +333,61 @@ def messages_from_wire(items: Any) -> list[Message]:
         except MalformedMessage as exc:
             raise MalformedMessage(f"message {index}: {exc}") from None
     return out
+
+
+def storable_message(message: Message) -> Message:
+    """``message`` with every text field made storable (``memory.text.storable``: lone
+    surrogates to U+FFFD), so any store, the pruned catalog and the browser can take it.
+
+    The same object when nothing needed changing. NUL is kept: messages are stored as JSON,
+    where it is an escape, on every backend.
+    """
+    calls = tuple(
+        call
+        if is_storable(call.id) and is_storable(call.name) and storable_arguments(call.arguments_json) is call.arguments_json
+        else ToolCall(id=storable(call.id), name=storable(call.name), arguments_json=storable_arguments(call.arguments_json))
+        for call in message.tool_calls
+    )
+    fields = {
+        name: storable(value)
+        for name in ("content", "reasoning_content", "tool_call_id", "name")
+        if isinstance(value := getattr(message, name), str) and not is_storable(value)
+    }
+    if any(new is not old for new, old in zip(calls, message.tool_calls)):
+        fields["tool_calls"] = calls
+    if not fields:
+        return message
+    return replace(message, **fields, tokens=None)  # the count, if any, was of the old text
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def storable_arguments(arguments_json: str) -> str:
+    """Tool call arguments whose text *and* decoded strings are storable.
+
+    Valid JSON text can still decode to a lone surrogate (``"\\ud83d"``), which the tool would
+    then try to store; such arguments are re-encoded from their storable decoding. Anything
+    else (including invalid JSON, which the runtime answers with a tool error) keeps its text,
+    made storable. The same object when nothing needed changing.
+    """
+    text = storable(arguments_json)
+    if not _SURROGATE_ESCAPE.search(text):
+        return text
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return text
+    clean = storable_json(decoded)
+    return text if clean == decoded else json.dumps(clean, ensure_ascii=False)
+
+
+def storable_json(value: Any) -> Any:
+    """Decoded JSON with every string (keys too) made storable."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, list):
+        return [storable_json(v) for v in value]
+    if isinstance(value, dict):
+        return {storable(k): storable_json(v) for k, v in value.items()}
+    return value

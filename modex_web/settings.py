@@ -215,6 +215,11 @@ MODEX_LOGIN_LOCKOUT = env_int("MODEX_LOGIN_LOCKOUT", 900, minimum=1)
 # Personal API tokens expire this many days after they are made (0: never).
 MODEX_TOKEN_TTL_DAYS = env_int("MODEX_TOKEN_TTL_DAYS", 90, minimum=0)
 
+# Background tasks: the lease a consolidation or review holds, and how long a task may stay
+# "running" before the reaper (manage.py reap_tasks) takes its worker for dead and runs it again.
+MODEX_TASK_LEASE_TTL = env_float("MODEX_TASK_LEASE_TTL", 600.0, minimum=1.0)
+MODEX_TASK_STALE_AFTER = env_float("MODEX_TASK_STALE_AFTER", MODEX_TASK_LEASE_TTL * 1.5, minimum=1.0)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -12,10 +12,15 @@ PORT="${PORT:-8000}"
 export DJANGO_DEBUG="${DJANGO_DEBUG:-true}"
 
 worker_pid=""
+reaper_pid=""
 interrupted=0
 
 stop_worker() {
   [ -n "$worker_pid" ] || return 0
+  if [ -n "$reaper_pid" ]; then
+    kill -TERM "$reaper_pid" 2>/dev/null || true
+    wait "$reaper_pid" 2>/dev/null || true
+  fi
   if [ "$interrupted" = 1 ]; then
     # Ctrl+C reached the worker too: give it time to finish its task and exit by itself.
     for _ in $(seq 1 100); do
@@ -38,6 +43,9 @@ if [ "${MODEX_TASKS_BACKEND:-db}" = "db" ]; then
   "$PY" manage.py db_worker --no-reload --interval 1 &
   worker_pid=$!
   echo "Task worker started (pid $worker_pid)."
+  # The reaper queues again (once) a task whose worker died mid-task (agents/task_reaper.py).
+  "$PY" manage.py reap_tasks --every 60 &
+  reaper_pid=$!
 fi
 
 "$PY" manage.py runserver "$HOST:$PORT"

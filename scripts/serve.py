@@ -125,6 +125,10 @@ def build_children(args: argparse.Namespace) -> list[Child]:
         # --no-reload: a reloading worker runs in a grandchild that our SIGTERM would orphan.
         command = [sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "1"]
         children += [Child(name=f"tasks-{i + 1}", command=command) for i in range(args.task_workers)]
+        if args.task_workers:
+            # Queues again (once) a task whose worker died mid-task (agents/task_reaper.py).
+            reaper = [sys.executable, "manage.py", "reap_tasks", "--every", "60"]
+            children.append(Child(name="reaper", command=reaper))
     return children
 
 
@@ -152,7 +156,7 @@ def supervise(children: list[Child], args: argparse.Namespace) -> int:
     for child in children:
         child.start()
     web = ", ".join(str(c.process.pid) for c in children if c.web)
-    tasks = len(children) - args.workers
+    tasks = sum(1 for c in children if c.name.startswith("tasks-"))
     print(f"Modex serving on http://{args.host}:{args.port}/ with {args.workers} web worker(s) (pids {web}) "
           f"and {tasks} task worker(s).", flush=True)
     try:

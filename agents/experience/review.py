@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from agents.declarations import AgentNode
 from agents.runtime.events import TurnFailed, TurnFinished
@@ -267,7 +268,8 @@ class ExperienceReviewAgent:
         if self._settled(await self._io(self._ledger, session, final_id)):
             return ReviewOutcome(ReviewStatus.ALREADY_REVIEWED)
         try:
-            lease = await self._io(acquire_lease, kv=kv, scope=session, name=f"review.{final_id}", ttl=600.0)
+            ttl = float(getattr(settings, "MODEX_TASK_LEASE_TTL", 600.0))
+            lease = await self._io(acquire_lease, kv=kv, scope=session, name=f"review.{final_id}", ttl=ttl)
         except LeaseBusy as exc:
             return ReviewOutcome(ReviewStatus.BUSY, error=str(exc))
         try:

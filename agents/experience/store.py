@@ -35,6 +35,7 @@ from datetime import datetime
 from memory.messages import utcnow
 from memory.scopes import AgentScope, CompositeScope, UserScope
 from memory.stores.base import MUST_NOT_EXIST, KVItem, KVStore, VersionConflict
+from memory.text import storable
 
 KEY_PREFIX = "experience."
 KEY_SUFFIX = ".md"
@@ -116,7 +117,9 @@ def _one_line(value: str) -> str:
 
 def render(*, name: str, description: str, updated_at: datetime, body: str) -> str:
     head = f"name: {_one_line(name)}\ndescription: {_one_line(description)}\nupdated: {updated_at.isoformat()}"
-    return f"---\n{head}\n---\n{body.strip()}\n"
+    # The one place a lesson becomes a KV value: NUL dropped (KV values cannot hold it) and
+    # lone surrogates made U+FFFD, on create and update alike.
+    return storable(f"---\n{head}\n---\n{body.strip()}\n".replace("\x00", ""))
 
 
 def parse(item: KVItem) -> ExperienceFile:

@@ -55,8 +55,10 @@ from agents.runtime.tools.scratchpad import RunScratchpad
 from memory.assembly.assembler import AssemblyError
 from memory.hooks import take_reorientation
 from memory.locks import Lease, LeaseBusy, LeaseLost, acquire_lease, release_lease, renew_lease
-from memory.messages import Message
+from memory.messages import Message, storable_message
 from memory.scopes import SessionScope
+from memory.stores.base import Fence, FencedOut
+from memory.text import storable
 from memory.threads import run_blocking
 from memory.tokens import count_text
 from memory.transcript import INTERRUPTED_RESULT, repair_transcript
@@ -69,6 +71,7 @@ TURN_LEASE_TTL = 300.0  # default of settings.MODEX_TURN_LEASE_TTL
 CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
 MAX_USER_CHARS = 32000  # the one limit on a user message, in characters (code points); the composer states it
 STOPPED_NOTE = "[stopped before the answer was complete]"
+TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
 
 
 class TurnBusy(Exception):
@@ -92,11 +95,37 @@ class ToolContext:
     hooks: RuntimeHooks = field(default_factory=RuntimeHooks)  # the run's (Runtime.hooks_for)
     depth: int = 0
     subagent_sessions: list[SessionScope] = field(default_factory=list)
+    fence: Fence | None = None  # the turn lease's fencing token: every session write carries it
 
 
 async def _io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """Run a (sync, possibly ORM-backed) store call off the event loop."""
     return await run_blocking(fn, *args, **kwargs)
+
+
+class StorableDeltas:
+    """Makes streamed text storable piece by piece (``memory.text.storable``), per channel.
+
+    A model's JSON may write one character as a surrogate pair split over two chunks
+    (``"\\ud83d"`` then ``"\\ude00"``): a high surrogate at the end of a piece is held back and
+    joined with a low one opening the next piece; any other surrogate becomes U+FFFD. So the
+    browser and the store see the same text, and it is always valid Unicode.
+    """
+
+    def __init__(self) -> None:
+        self._held: dict[type, str] = {}
+
+    def text(self, channel: type, text: str) -> str:
+        held = self._held.pop(channel, "")
+        if held and text and "\udc00" <= text[0] <= "\udfff":
+            held, text = chr(0x10000 + ((ord(held) - 0xD800) << 10) + (ord(text[0]) - 0xDC00)), text[1:]
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            self._held[channel], text = text[-1], text[:-1]
+        return storable(held) + storable(text)
+
+    def flush(self, channel: type) -> str:
+        """What is still held back for ``channel`` (a lone high surrogate, as U+FFFD)."""
+        return storable(self._held.pop(channel, ""))
 
 
 class Runtime:
@@ -184,22 +213,27 @@ class Runtime:
             session=session,
             scratchpad=RunScratchpad(),
             hooks=self.hooks_for(agent),
+            fence=lease.fence,
         )
         final: Message | None = None
         try:
             yield TurnStarted(session=key, agent=agent.name, model=self.model.name, offline=self.services.offline)
-            async with contextlib.aclosing(self._loop(ctx=ctx, text=text)) as events:
-                async for event in events:
-                    if isinstance(event, TurnFinished):
-                        final = event.message
-                    yield event
-                    if lost.is_set() and not isinstance(event, TurnFinished | TurnFailed):
-                        final = None
-                        yield TurnFailed(
-                            error="this conversation was taken over by another worker; send your message again",
-                            kind="LeaseLost",
-                        )
-                        break
+            try:
+                async with contextlib.aclosing(self._loop(ctx=ctx, text=text)) as events:
+                    async for event in events:
+                        if isinstance(event, TurnFinished):
+                            final = event.message
+                        yield event
+                        if lost.is_set() and not isinstance(event, TurnFinished | TurnFailed):
+                            final = None
+                            yield TurnFailed(error=TAKEN_OVER, kind="LeaseLost")
+                            break
+            except FencedOut as exc:
+                # This worker stalled past the lease and another took the conversation over: the
+                # store refused the write, so nothing of ours lands after theirs.
+                logger.error("turn of %s fenced out: %s", key, exc)
+                final = None
+                yield TurnFailed(error=TAKEN_OVER, kind="LeaseLost")
         finally:
             self._running.discard(key)
             stop.set()
@@ -243,6 +277,7 @@ class Runtime:
             user_id=parent.user_id,
             session=session,
             scratchpad=parent.scratchpad,
+            fence=parent.fence,  # the subagent works under its parent's turn lease
             hooks=self.hooks_for(node),
             depth=parent.depth + 1,
         )
@@ -261,10 +296,9 @@ class Runtime:
     # -- the loop -----------------------------------------------------------------------------
 
     async def _loop(self, *, ctx: ToolContext, text: str) -> AsyncIterator[RuntimeEvent]:
-        store = self.services.bundle.messages
-        for repaired in await self._repair_tail(ctx.session):
+        for repaired in await self._repair_tail(ctx.session, ctx.fence):
             yield MessageStored(message=repaired)
-        user = (await _io(store.append, ctx.session, [Message(role="user", content=text)]))[0]
+        user = (await self._append(ctx.session, ctx.fence, [Message(role="user", content=text)]))[0]
         yield MessageStored(message=user)
         roster = self.roster(ctx.agent)
         schemas = roster.schemas()
@@ -300,7 +334,7 @@ class Runtime:
                 completion = builder.build()
                 reply = completion.to_message(kind=reply_kind(completion))
                 reply_id = reply.id
-                stored = (await _io(store.append, ctx.session, [reply]))[0]
+                stored = (await self._append(ctx.session, ctx.fence, [reply]))[0]
                 # From here on the reply is persisted: an interruption must close its calls,
                 # not store its text a second time.
                 pending = list(stored.tool_calls)
@@ -316,43 +350,54 @@ class Runtime:
                     await ctx.hooks.fire(HookPoint.BEFORE_TOOL, agent=ctx.agent, session=ctx.session, call=call)
                     outcome = await roster.call(ctx, name=call.name, arguments_json=call.arguments_json)
                     result = Message(role="tool", content=outcome.content, tool_call_id=call.id, name=call.name)
-                    stored_result = (await _io(store.append, ctx.session, [result]))[0]
+                    stored_result = (await self._append(ctx.session, ctx.fence, [result]))[0]
                     pending.pop(0)
                     await ctx.hooks.fire(HookPoint.AFTER_TOOL, agent=ctx.agent, session=ctx.session, call=call, outcome=outcome)
-                    yield ToolFinished(call=call, content=outcome.content, ok=outcome.ok)
+                    yield ToolFinished(call=call, content=stored_result.content or "", ok=outcome.ok)
                     yield MessageStored(message=stored_result)
             except ModelError as exc:
                 logger.warning("model call failed for %s: %s", ctx.session.key(), exc)
                 error = str(exc)
                 if isinstance(exc, ContextLengthExceeded):
                     error = context_advice(exc, window=ctx.agent.memory_config.context_window)
-                for stored in await asyncio.shield(self._record_failure(ctx.session, builder, error)):
+                for stored in await asyncio.shield(self._record_failure(ctx.session, builder, error, ctx.fence)):
                     yield MessageStored(message=stored)
                 yield TurnFailed(error=error, kind=type(exc).__name__, recorded=True)
                 return
             except AssemblyError as exc:
                 # e.g. instructions and tools alone overflow the window: nothing was sent.
                 logger.error("context assembly failed for %s: %s", ctx.session.key(), exc)
-                for stored in await asyncio.shield(self._record_failure(ctx.session, builder, str(exc))):
+                for stored in await asyncio.shield(self._record_failure(ctx.session, builder, str(exc), ctx.fence)):
                     yield MessageStored(message=stored)
                 yield TurnFailed(error=str(exc), kind=type(exc).__name__, recorded=True)
                 return
             except (asyncio.CancelledError, GeneratorExit):
-                await asyncio.shield(self._abandon(ctx.session, builder, reply_id))
+                await asyncio.shield(self._abandon(ctx.session, builder, reply_id, ctx.fence))
                 raise
         note = Message(
             role="assistant",
             content=f"I stopped after {self.max_steps} steps without a final answer. Ask me to continue if needed.",
         )
-        stored = (await _io(store.append, ctx.session, [note]))[0]
+        stored = (await self._append(ctx.session, ctx.fence, [note]))[0]
         yield MessageStored(message=stored)
         yield TurnFinished(message=stored, steps=self.max_steps, stopped_at_step_limit=True)
+
+    async def _append(self, session: SessionScope, fence: Fence | None, messages: list[Message]) -> list[Message]:
+        """The one way a turn writes its session: every message made storable first, and fenced
+        by the turn's lease (FencedOut if another worker has taken the conversation over)."""
+        clean = [storable_message(m) for m in messages]
+        return await _io(self.services.bundle.messages.append, session, clean, fence=fence)
 
     async def _stream(self, request: Any, schemas: list[dict[str, Any]], builder: CompletionBuilder) -> AsyncIterator[RuntimeEvent]:
         events = self.model.stream(messages=request.messages, tools=schemas or None)
         completion_tokens = 0
+        deltas = StorableDeltas()
         try:
             async for event in events:
+                if isinstance(event, ContentDelta | ReasoningDelta):
+                    event = type(event)(text=deltas.text(type(event), event.text))
+                    if not event.text:
+                        continue
                 builder.add(event)
                 if isinstance(event, ContentDelta):
                     completion_tokens += count_text(event.text)
@@ -360,6 +405,14 @@ class Runtime:
                 elif isinstance(event, ReasoningDelta):
                     yield ReasoningChunk(text=event.text)
                 await asyncio.sleep(0)  # let the socket flush each chunk (STACK.md)
+            for channel, chunk in ((ContentDelta, ContentChunk), (ReasoningDelta, ReasoningChunk)):
+                if rest := deltas.flush(channel):
+                    builder.add(channel(text=rest))
+                    if chunk is ContentChunk:
+                        completion_tokens += count_text(rest)
+                        yield ContentChunk(text=rest, completion_tokens=completion_tokens)
+                    else:
+                        yield ReasoningChunk(text=rest)
         finally:
             with contextlib.suppress(Exception):
                 await events.aclose()
@@ -382,7 +435,7 @@ class Runtime:
 
     # -- keeping the transcript legal ---------------------------------------------------------
 
-    async def _repair_tail(self, session: SessionScope) -> list[Message]:
+    async def _repair_tail(self, session: SessionScope, fence: Fence | None = None) -> list[Message]:
         """Persist synthetic results for calls a crashed turn left open at the session's end."""
         tail = await _io(self.services.bundle.messages.read, session, last=64)
         repaired, repairs = repair_transcript(tail)
@@ -391,7 +444,7 @@ class Runtime:
             return []
         synthetic = repaired[len(repaired) - len(added) :]
         logger.warning("repairing %d interrupted tool call(s) in %s", len(synthetic), session.key())
-        return await _io(self.services.bundle.messages.append, session, synthetic)
+        return await self._append(session, fence, synthetic)
 
     def _refuse_oversized(self, agent: Any, text: str) -> None:
         """Refuse, before anything is stored, a message that cannot reach the model whole."""
@@ -410,14 +463,18 @@ class Runtime:
                 "shorten it or split it into parts"
             )
 
-    async def _record_failure(self, session: SessionScope, builder: CompletionBuilder, error: str) -> list[Message]:
+    async def _record_failure(
+        self, session: SessionScope, builder: CompletionBuilder, error: str, fence: Fence | None = None
+    ) -> list[Message]:
         """Answer the turn's user message: the partial reply the user saw, else a marked
         failed reply carrying ``error`` (agents.runtime.outcomes)."""
         if builder.content or builder.reasoning_content:
-            return await self._keep_partial(session, builder)
-        return await _io(self.services.bundle.messages.append, session, [failed_reply(error)])
+            return await self._keep_partial(session, builder, fence)
+        return await self._append(session, fence, [failed_reply(error)])
 
-    async def _keep_partial(self, session: SessionScope, builder: CompletionBuilder) -> list[Message]:
+    async def _keep_partial(
+        self, session: SessionScope, builder: CompletionBuilder, fence: Fence | None = None
+    ) -> list[Message]:
         """A reply cut off mid-stream: keep what the user already saw (tool calls are never partial)."""
         if builder.content or builder.reasoning_content:
             partial = Message(
@@ -425,10 +482,12 @@ class Runtime:
                 content=(builder.content + "\n\n" + STOPPED_NOTE).strip(),
                 reasoning_content=builder.reasoning_content or None,
             )
-            return await _io(self.services.bundle.messages.append, session, [partial])
+            return await self._append(session, fence, [partial])
         return []
 
-    async def _abandon(self, session: SessionScope, builder: CompletionBuilder, reply_id: str | None) -> None:
+    async def _abandon(
+        self, session: SessionScope, builder: CompletionBuilder, reply_id: str | None, fence: Fence | None = None
+    ) -> None:
         """Close a turn cut short, from what the store holds, not from what the loop believed.
 
         A cancel can land while a write is finishing in its worker thread: the message is then
@@ -439,10 +498,10 @@ class Runtime:
         try:
             tail = await _io(self.services.bundle.messages.read, session, last=64)
             if reply_id is None or all(m.id != reply_id for m in tail):
-                if not await self._keep_partial(session, builder) and tail and tail[-1].role == "user":
+                if not await self._keep_partial(session, builder, fence) and tail and tail[-1].role == "user":
                     # Stopped before any output: the user's message still gets its (marked) answer.
-                    await _io(self.services.bundle.messages.append, session, [stopped_reply()])
-            await self._repair_tail(session)
+                    await self._append(session, fence, [stopped_reply()])
+            await self._repair_tail(session, fence)
         except Exception:  # the next turn's _repair_tail closes the chain instead
             logger.exception("could not close the interrupted turn of %s", session.key())
 

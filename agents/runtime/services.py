@@ -42,9 +42,11 @@ def build_services(
     workspace: Path,
     model: ChatModel | None = None,
     hooks: MemoryHookDispatcher | None = None,
+    bundle: MemoryStoreBundle | None = None,
 ) -> MemoryServices:
-    """Wire a set of services over ``workspace`` (tests build their own with this)."""
-    bundle = open_bundle(backend, root=workspace / "memory")
+    """Wire a set of services over ``workspace`` (tests build their own with this); ``bundle``,
+    when given, is used instead of opening ``backend`` (e.g. the SQL adapters on PostgreSQL)."""
+    bundle = bundle or open_bundle(backend, root=workspace / "memory")
     catalog = PrunedCatalog(workspace / "pruned")
     hooks = hooks or MemoryHookDispatcher()
     hooks.register(MemoryHookPoint.CLEANUP_FINISHED, TodoReorientationHook(kv=bundle.kv))

@@ -54,7 +54,8 @@ from memory.hooks import CleanupFinished, CleanupTriggered, MemoryHookDispatcher
 from memory.locks import LeaseBusy, LeaseLost, acquire_lease, default_holder, release_lease
 from memory.messages import Message, utcnow
 from memory.scopes import Scope, SessionScope
-from memory.stores.base import MemoryStoreBundle, SessionHead
+from memory.stores.base import FencedOut, MemoryStoreBundle, SessionHead
+from memory.text import storable
 from memory.tokens import message_tokens
 
 DEFAULT_LEASE_TTL = 600.0
@@ -148,7 +149,7 @@ async def _step(name: str, run: CleanupRun | SessionScope, awaitable: Any, *, ou
     session = run if isinstance(run, SessionScope) else run.session
     try:
         return await awaitable
-    except (Abort, LeaseBusy, LeaseLost, CleanupFailed):
+    except (Abort, LeaseBusy, LeaseLost, FencedOut, CleanupFailed):
         raise  # the pipeline's own outcomes, turned into results by the caller
     except Exception as exc:
         raise _failed(name, session, exc, outcome) from exc
@@ -281,7 +282,7 @@ async def _pass(*, run: CleanupRun, force: bool) -> CleanupResult:
         through_id=boundary.evicted[-1].id,
         summary_id=derived_id("summary", session=run.session, through_seq=boundary.through_seq),
         archive_document_id=derived_id("archive", session=run.session, through_seq=boundary.through_seq),
-        summary=outcome.content,
+        summary=storable(outcome.content),  # a KV value and a message: valid Unicode text
         fallback=outcome.fallback,
         error=outcome.error,
         calls=outcome.calls,
@@ -298,8 +299,9 @@ async def _guarded_pass(*, run: CleanupRun, force: bool, head: SessionHead) -> C
         if not exc.resumable:
             await _step("discarding the intent", run, io(steps.discard_intent, run))
         reason = str(exc)
-    except LeaseLost as exc:
-        # Our lease ran out and another worker took over; it resumes our intent, if any.
+    except (LeaseLost, FencedOut) as exc:
+        # Our lease ran out and another worker took over (the store refused our write, if it
+        # came to one); it resumes our intent, if any.
         reason = str(exc)
     current = await _step("reading the session", run, io(run.bundle.messages.head, run.session))
     return _result(run, CleanupStatus.ABORTED, f"{reason}; nothing was committed", head, tokens_after=current.tokens)

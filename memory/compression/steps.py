@@ -23,7 +23,7 @@ from memory.compression.summary import SummaryOptions, SummaryOutcome, Summarize
 from memory.config import MemoryConfig
 from memory.hooks import CleanupFinished, MemoryHookDispatcher, MemoryHookPoint
 from memory.locks import Lease, renew_lease
-from memory.messages import KIND_COMPACT_SUMMARY, Message, utcnow
+from memory.messages import KIND_COMPACT_SUMMARY, Message, storable_message, utcnow
 from memory.scopes import Scope, SessionScope
 from memory.stores.base import (
     MUST_NOT_EXIST,
@@ -33,6 +33,7 @@ from memory.stores.base import (
     MemoryStoreBundle,
     PruneResult,
 )
+from memory.text import storable
 from memory.threads import run_blocking
 from memory.tokens import with_tokens
 
@@ -155,7 +156,10 @@ async def summarize(*, run: CleanupRun, boundary: PruneBoundary, cleanup_at: dat
 
 async def save_intent(*, run: CleanupRun, intent: CleanupIntent) -> None:
     """Record the cut (only if no intent exists: a stale one was removed by ``load_intent``)."""
-    await io(run.bundle.kv.put, run.session, INTENT_KEY, intent.encode(), expected_version=MUST_NOT_EXIST)
+    await io(
+        run.bundle.kv.put, run.session, INTENT_KEY, intent.encode(), expected_version=MUST_NOT_EXIST,
+        fence=run.lease.fence,
+    )
 
 
 async def write_catalog(*, run: CleanupRun, history: Sequence[Message], cleanup_at: datetime) -> Path | None:
@@ -171,8 +175,8 @@ async def write_archive(*, run: CleanupRun, intent: CleanupIntent, history: Sequ
     document = ArchiveDocument(
         id=intent.archive_document_id,
         session=run.session.key(),
-        summary=intent.summary,
-        messages=tuple(history),
+        summary=storable(intent.summary),
+        messages=tuple(storable_message(m) for m in history),  # older sessions may hold lone surrogates
         title=f"Session {run.session.id} · {span}",
         metadata={
             "source": "cleanup",
@@ -210,6 +214,7 @@ async def commit(*, run: CleanupRun, intent: CleanupIntent, expected_version: in
                 through_seq=intent.through_seq,
                 summary=summary,
                 expected_version=version,
+                fence=run.lease.fence,  # a cleanup that stalled past its lease commits nothing
             )
             return result, attempt
         except InvalidPrune as exc:

@@ -53,6 +53,7 @@ from memory.compression.summary_input import (
     summary_prompt,
 )
 from memory.messages import Message
+from memory.text import storable
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -287,14 +288,14 @@ async def compose_summary(
     except SummarizerFailed as exc:
         body = fallback_body(history=history, previous_text=previous_text, reason=exc.reason, max_tokens=budget)
         return SummaryOutcome(
-            content=f"{header}\n\n{body}",
+            content=storable(f"{header}\n\n{body}"),
             fallback=True,
             error=exc.reason,
             calls=caller.calls,
             prompts=tuple(caller.prompts),
         )
     return SummaryOutcome(
-        content=f"{header}\n\n{body}",
+        content=storable(f"{header}\n\n{body}"),
         fallback=False,
         error=None,
         calls=caller.calls,

@@ -7,6 +7,7 @@ Every backend must pass the conformance suite in ``tests/memory/stores/`` unchan
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,6 +51,13 @@ class InvalidKey(StoreError, ValueError):
 
 class StorageUnavailable(StoreError):
     """The backend cannot read or write (disk full, permissions, database gone)."""
+
+
+class FencedOut(StoreError):
+    """A write carried the fence of a lease that has passed to another holder; nothing was written.
+
+    The writer stalled past its lease's ttl and someone else took over: it must stop, not retry.
+    """
 
 
 def validate_key(key: object, *, what: str = "key") -> str:
@@ -120,6 +128,39 @@ class ArchiveHit:
 MUST_NOT_EXIST = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """A fencing token: the lease a write is made under (``memory.locks.Lease.fence``).
+
+    The lease is the KV item ``key`` of ``scope``; ``holder`` and ``generation`` are the fields of
+    its JSON value when it was acquired (a takeover writes a new holder and generation + 1;
+    renewals keep both). A store given ``fence=`` reads that item in the same atomic step as the
+    write and refuses the write with FencedOut unless the lease still names this holder and
+    generation: a writer that stalled past its ttl while another took over cannot land a write.
+    """
+
+    scope: Scope
+    key: str
+    holder: str
+    generation: int
+
+    def admits(self, lease_value: str | None) -> bool:
+        """Whether ``lease_value`` (the lease item's current value, None if absent) is this lease."""
+        if lease_value is None:
+            return False
+        try:
+            data = json.loads(lease_value)
+            return data["holder"] == self.holder and int(data.get("generation", 0)) == self.generation
+        except (ValueError, KeyError, TypeError):
+            return False
+
+    def refused(self, what: str) -> FencedOut:
+        return FencedOut(
+            f"{what} refused: the {self.key} lease of {self.scope.key()} (generation {self.generation}, holder "
+            f"{self.holder}) was taken over by another worker; nothing was written"
+        )
+
+
 # -- interfaces -------------------------------------------------------------------------------
 
 
@@ -127,8 +168,11 @@ class MessageStore(ABC):
     """Session messages, ordered by ``seq``."""
 
     @abstractmethod
-    def append(self, scope: Scope, messages: Sequence[Message]) -> list[Message]:
+    def append(self, scope: Scope, messages: Sequence[Message], *, fence: Fence | None = None) -> list[Message]:
         """Append ``messages`` in order, atomically (all or none), and return them as stored.
+
+        With ``fence``, the append happens only if the fence's lease is still held by it, checked
+        in the same atomic step (else FencedOut, nothing written).
 
         Each stored message gets ``seq = last_seq + 1, + 2, ...`` (any seq given is ignored) and
         a token count if it had none; ids and every other field are kept exactly. Raises
@@ -164,8 +208,11 @@ class MessageStore(ABC):
         through_seq: int,
         summary: Message | None,
         expected_version: int,
+        fence: Fence | None = None,
     ) -> PruneResult:
         """Remove every live message with seq <= ``through_seq`` and put ``summary`` in their place.
+
+        ``fence`` as in ``append`` (FencedOut is checked before the version).
 
         One atomic step: afterwards the session is ``[summary] + kept tail`` or, on any error,
         exactly what it was. The summary takes ``seq = through_seq`` (so it sorts before the
@@ -209,8 +256,13 @@ class KVStore(ABC):
         """The item, or None if the key does not exist. Raises InvalidKey for a bad key."""
 
     @abstractmethod
-    def put(self, scope: Scope, key: str, value: str, *, expected_version: int | None = None) -> KVItem:
+    def put(
+        self, scope: Scope, key: str, value: str, *, expected_version: int | None = None, fence: Fence | None = None
+    ) -> KVItem:
         """Write ``value`` atomically and return the new item (version + 1).
+
+        ``fence`` as in ``MessageStore.append``; its lease must live in ``scope`` (ValueError
+        otherwise) and must not be ``key`` itself.
 
         ``expected_version=None`` writes unconditionally; an int writes only if the current
         version equals it (``MUST_NOT_EXIST``, 0, for a key that must not exist yet), else

@@ -19,6 +19,7 @@ from memory.scopes import Scope
 from memory.stores.base import (
     ArchiveDocument,
     DuplicateMessage,
+    Fence,
     InvalidPrune,
     validate_key,
 )
@@ -143,6 +144,19 @@ def check_kv_value(value: object) -> str:
     except UnicodeEncodeError:
         raise ValueError("a KV value must be valid Unicode text (it holds a lone surrogate)") from None
     return value
+
+
+def check_fence(fence: object, *, kv_scope: Scope | None = None, key: str | None = None) -> Fence | None:
+    """``fence`` checked for shape; for a KV write, its lease must be another key of the same scope."""
+    if fence is None:
+        return None
+    if not isinstance(fence, Fence):
+        raise TypeError(f"fence must be a Fence or None, got {type(fence).__name__}")
+    check_scope(fence.scope)
+    validate_key(fence.key, what="fence lease key")
+    if kv_scope is not None and (fence.scope != kv_scope or fence.key == key):
+        raise ValueError("a fenced KV write must be to another key of the lease's own scope")
+    return fence
 
 
 def check_prefix(prefix: object) -> str:

@@ -20,8 +20,10 @@ The four stores are separate objects because their interfaces share method names
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from memory.stores import fsio
 from memory.stores.base import (
     ConcurrentChange,
     CursorStore,
+    Fence,
     KVItem,
     KVStore,
     MemoryStoreBundle,
@@ -40,6 +43,7 @@ from memory.stores.base import (
 )
 from memory.stores.codec import (
     check_expected_version,
+    check_fence,
     check_int,
     check_kv_value,
     check_prefix,
@@ -62,8 +66,8 @@ class DefaultScopedStorage:
     def __init__(self, root: Path, *, durable: bool = True) -> None:
         self.root = Path(root).resolve()
         self.durable = durable
-        self.messages = FileMessageStore(self.root, durable=durable)
         self.kv = FileKVStore(self.root, durable=durable)
+        self.messages = FileMessageStore(self.root, durable=durable, kv=self.kv)
         self.cursors = FileCursorStore(self.root, durable=durable)
         self.archive = FileArchiveStore(self.root, durable=durable)
 
@@ -127,13 +131,19 @@ class FileKVStore(KVStore):
             return self._current(directory, scope, key, repair=True)[0]
 
     @fsio.storage_errors
-    def put(self, scope: Scope, key: str, value: str, *, expected_version: int | None = None) -> KVItem:
+    def put(self, scope: Scope, key: str, value: str, *, expected_version: int | None = None,
+            fence: Fence | None = None) -> KVItem:
         key = validate_key(key)
         value = check_kv_value(value)
         expected = check_expected_version(expected_version)
+        fence = check_fence(fence, kv_scope=scope, key=key)
         directory = self._dir(scope)
         fsio.ensure_dir(directory, durable=self.durable)
         with fsio.scope_lock(directory):
+            if fence is not None:  # the lease is in this directory: checked under the same lock
+                lease, _ = self._current(directory, scope, fence.key)
+                if not fence.admits(None if lease is None else lease.value):
+                    raise fence.refused(f"writing {key} in {scope}")
             current, _ = self._current(directory, scope, key)
             actual = current.version if current else 0
             if expected is not None and expected != actual:
@@ -173,6 +183,22 @@ class FileKVStore(KVStore):
             if self.durable:
                 fsio.fsync_dir(directory)
             return True
+
+    @contextlib.contextmanager
+    def fenced(self, fence: Fence | None, what: str) -> Iterator[None]:
+        """For another store's write: hold the lease's directory lock while the write is made,
+        after checking that ``fence``'s lease is still its own (else FencedOut)."""
+        if fence is None:
+            yield
+            return
+        directory = self._dir(fence.scope)
+        if not directory.is_dir():
+            raise fence.refused(what)
+        with fsio.scope_lock(directory):
+            lease, _ = self._current(directory, fence.scope, fence.key)
+            if not fence.admits(None if lease is None else lease.value):
+                raise fence.refused(what)
+            yield
 
     @fsio.storage_errors
     def list(self, scope: Scope, *, prefix: str = "") -> list[KVItem]:

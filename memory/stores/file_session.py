@@ -43,6 +43,7 @@ from memory.stores import fsio
 from memory.stores.base import (
     ConcurrentChange,
     DuplicateMessage,
+    Fence,
     InvalidPrune,
     MessageStore,
     PruneResult,
@@ -52,6 +53,7 @@ from memory.stores.base import (
 from memory.stores.codec import (
     DecodeMemo,
     check_batch,
+    check_fence,
     check_ids,
     check_prune_arguments,
     check_scope,
@@ -93,11 +95,24 @@ _TEMP = re.compile(r"\..*\.tmp")
 class FileMessageStore(MessageStore):
     """Sessions of a DefaultScopedStorage; see the module docstring for the layout."""
 
-    def __init__(self, root: Path, *, durable: bool = True) -> None:
+    def __init__(self, root: Path, *, durable: bool = True, kv=None) -> None:
         self.root = root
         self.durable = durable
         self._ids_cache: OrderedDict[str, SessionIds] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._kv = kv  # the FileKVStore holding the leases that fence writes (made when first needed)
+
+    def _fenced(self, fence: Fence | None, what: str):
+        """Hold the fence's lease still (its KV directory lock) and check it, or raise FencedOut.
+
+        Taken inside the session's own lock; the KV store never takes a session lock, so the
+        order is always session then KV: no deadlock.
+        """
+        if self._kv is None:
+            from memory.stores.file import FileKVStore  # file.py builds on this module
+
+            self._kv = FileKVStore(self.root, durable=self.durable)
+        return self._kv.fenced(fence, what)
 
     def _dir(self, scope: Scope) -> Path:
         return fsio.scope_directory(self.root, check_scope(scope)) / "messages"
@@ -173,14 +188,15 @@ class FileMessageStore(MessageStore):
     # -- writes --------------------------------------------------------------------------------
 
     @fsio.storage_errors
-    def append(self, scope: Scope, messages: Sequence[Message]) -> list[Message]:
+    def append(self, scope: Scope, messages: Sequence[Message], *, fence: Fence | None = None) -> list[Message]:
         batch = check_batch(messages)
+        fence = check_fence(fence)
         directory = self._dir(scope)
         if not batch:
             return []
         counted = [with_tokens(m) for m in batch]  # before the lock: counting can be slow
         fsio.ensure_dir(directory, durable=self.durable)
-        with fsio.scope_lock(directory):
+        with fsio.scope_lock(directory), self._fenced(fence, f"an append to {scope}"):
             head = load_head(directory) or self._new_head(directory, scope)
             ids = self._ids(directory, head)
             used = [m.id for m in counted if ids.used(m.id)]
@@ -239,13 +255,15 @@ class FileMessageStore(MessageStore):
             os.close(fd)
 
     @fsio.storage_errors
-    def prune(self, scope: Scope, *, through_seq: int, summary: Message | None, expected_version: int) -> PruneResult:
+    def prune(self, scope: Scope, *, through_seq: int, summary: Message | None, expected_version: int,
+              fence: Fence | None = None) -> PruneResult:
         check_prune_arguments(check_scope(scope), through_seq, summary, expected_version)
+        fence = check_fence(fence)
         directory = self._dir(scope)
         if not _exists(directory):
             _check_version(scope, 0, expected_version)
             raise InvalidPrune(f"{scope} has no live message with seq {through_seq!r}")
-        with fsio.scope_lock(directory):
+        with fsio.scope_lock(directory), self._fenced(fence, f"a prune of {scope}"):
             head = load_head(directory)
             _check_version(scope, head.version if head else 0, expected_version)
             if head is None:

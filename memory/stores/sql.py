@@ -30,6 +30,7 @@ from memory.scopes import Scope
 from memory.stores.base import (
     ConcurrentChange,
     DuplicateMessage,
+    Fence,
     InvalidPrune,
     MemoryStoreBundle,
     MessageStore,
@@ -38,6 +39,7 @@ from memory.stores.base import (
 from memory.stores.base import SessionHead as HeadValue
 from memory.stores.codec import (
     check_batch,
+    check_fence,
     check_ids,
     check_prune_arguments,
     check_window,
@@ -45,7 +47,14 @@ from memory.stores.codec import (
     messages_from_texts,
 )
 from memory.stores.sql_archive import SqlArchiveStore
-from memory.stores.sql_common import RACE_ATTEMPTS, Raced, chunks, database_errors, scope_key
+from memory.stores.sql_common import (
+    RACE_ATTEMPTS,
+    Raced,
+    check_fence_in_transaction,
+    chunks,
+    database_errors,
+    scope_key,
+)
 from memory.stores.sql_kv import SqlCursorStore, SqlKVStore
 from memory.tokens import with_tokens
 
@@ -171,8 +180,9 @@ class SqlMessageStore(MessageStore):
     # -- append and reads ----------------------------------------------------------------------
 
     @database_errors
-    def append(self, scope: Scope, messages: Sequence[Message]) -> list[Message]:
+    def append(self, scope: Scope, messages: Sequence[Message], *, fence: Fence | None = None) -> list[Message]:
         batch = check_batch(messages)
+        fence = check_fence(fence)
         key = scope_key(scope)
         if not batch:
             return []
@@ -181,6 +191,7 @@ class SqlMessageStore(MessageStore):
         for attempt in range(RACE_ATTEMPTS):
             try:
                 with transaction.atomic(using=self.using):
+                    check_fence_in_transaction(fence, self.using, f"an append to {scope}")
                     if self._sql.claim is not None:
                         stored = self._append_claiming(scope, key, counted)
                     else:
@@ -267,12 +278,15 @@ class SqlMessageStore(MessageStore):
     # -- prune, soft delete, clear (rarer: the ORM is fine here) -------------------------------
 
     @database_errors
-    def prune(self, scope: Scope, *, through_seq: int, summary: Message | None, expected_version: int) -> PruneResult:
+    def prune(self, scope: Scope, *, through_seq: int, summary: Message | None, expected_version: int,
+              fence: Fence | None = None) -> PruneResult:
         key = scope_key(scope)
         check_prune_arguments(scope, through_seq, summary, expected_version)
+        fence = check_fence(fence)
         stored_summary = replace(with_tokens(summary), seq=through_seq) if summary is not None else None
         try:
             with transaction.atomic(using=self.using):
+                check_fence_in_transaction(fence, self.using, f"a prune of {scope}")
                 head = self._lock_head(key, create=False)
                 current = head.version if head else 0
                 if current != expected_version:

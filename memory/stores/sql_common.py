@@ -9,10 +9,11 @@ from typing import Any, TypeVar
 
 from django.db import InterfaceError, OperationalError
 
-from memory.models import SCOPE_KEY_LENGTH
+from memory.models import SCOPE_KEY_LENGTH, KVEntry
 from memory.scopes import Scope
-from memory.stores.base import StorageUnavailable
+from memory.stores.base import Fence, StorageUnavailable
 from memory.stores.codec import check_scope
+from memory.text import storable
 
 #: Conditional updates that lose a race (possible only without row locks) are retried this often.
 RACE_ATTEMPTS = 5
@@ -47,12 +48,28 @@ def database_errors(func: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def check_fence_in_transaction(fence: Fence | None, using: str, what: str) -> None:
+    """Inside the write's transaction: raise FencedOut unless ``fence``'s lease is still its own.
+
+    The lease row is read FOR UPDATE (where the database has it; SQLite's IMMEDIATE transactions
+    serialise writers anyway), so a takeover either committed before this check, and is seen, or
+    waits until the write has committed: the write is ordered entirely before the takeover.
+    """
+    if fence is None:
+        return
+    rows = KVEntry.objects.using(using).filter(scope_key=scope_key(fence.scope), key=fence.key)
+    value = rows.select_for_update().values_list("value", flat=True).first()
+    if not fence.admits(value):
+        raise fence.refused(what)
+
+
 def chunks(items: Sequence[T], size: int = _IN_CHUNK) -> list[Sequence[T]]:
     """Slices small enough for an ``IN (...)`` list on every database."""
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 def column_text(text: str, limit: int | None = None) -> str:
-    """Text for a plain column: without NUL (PostgreSQL rejects it); the JSON keeps the original."""
-    text = text.replace("\x00", "")
+    """Text for a plain column: without NUL (PostgreSQL rejects it) and lone surrogates (no
+    database driver encodes them; ``memory.text.storable``); the JSON keeps the original."""
+    text = storable(text.replace("\x00", ""))
     return text if limit is None else text[:limit]

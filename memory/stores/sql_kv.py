@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from memory.models import ConsumerCursor, KVEntry
 from memory.scopes import Scope
-from memory.stores.base import ConcurrentChange, CursorStore, KVItem, KVStore, VersionConflict, validate_key
-from memory.stores.codec import check_expected_version, check_int, check_kv_value, check_prefix
-from memory.stores.sql_common import RACE_ATTEMPTS, Raced, database_errors, scope_key
+from memory.stores.base import ConcurrentChange, CursorStore, Fence, KVItem, KVStore, VersionConflict, validate_key
+from memory.stores.codec import check_expected_version, check_fence, check_int, check_kv_value, check_prefix
+from memory.stores.sql_common import RACE_ATTEMPTS, Raced, check_fence_in_transaction, database_errors, scope_key
 
 _UNSET = ...
 
@@ -79,15 +79,18 @@ class SqlKVStore(KVStore):
                       updated_at=statement.updated_at(updated_at, connection))
 
     @database_errors
-    def put(self, scope: Scope, key: str, value: str, *, expected_version: int | None = None) -> KVItem:
+    def put(self, scope: Scope, key: str, value: str, *, expected_version: int | None = None,
+            fence: Fence | None = None) -> KVItem:
         name = validate_key(key)
         value = check_kv_value(value)
+        fence = check_fence(fence, kv_scope=scope, key=name)
         expected = check_expected_version(expected_version)
         skey = scope_key(scope)
         for _ in range(RACE_ATTEMPTS):
             now = timezone.now()
             try:
                 with transaction.atomic(using=self.using):
+                    check_fence_in_transaction(fence, self.using, f"writing {name} in {scope}")
                     row = self._rows(skey).select_for_update().filter(key=name)
                     current = row.values_list("version", flat=True).first()
                     actual = current or 0

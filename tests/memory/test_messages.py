@@ -183,3 +183,28 @@ def test_from_stored_takes_records_in_the_older_or_wire_shape():
     for changes in ({"id": ""}, {"kind": ""}):
         stored = Message.from_stored(_stored(**changes))
         assert stored.id and stored.kind == "message"
+
+
+def test_storable_message_replaces_lone_surrogates_in_every_text_field():
+    from memory.messages import storable_message
+
+    call = ToolCall(id="c\ud800", name="todo\udfff", arguments_json='{"item": "\\ud83d here", "raw": "\ud83d"}')
+    message = Message(role="assistant", content="a\ud83d", reasoning_content="\ude00b", tool_calls=(call,), tokens=3)
+    clean = storable_message(message)
+    assert (clean.content, clean.reasoning_content) == ("a\ufffd", "\ufffdb")
+    assert (clean.tool_calls[0].id, clean.tool_calls[0].name) == ("c\ufffd", "todo\ufffd")
+    # the escaped surrogate inside valid JSON is replaced too, so the tool never decodes one
+    assert clean.tool_calls[0].arguments() == {"item": "\ufffd here", "raw": "\ufffd"}
+    assert clean.tokens is None and clean.id == message.id
+    tool = storable_message(Message(role="tool", content="r\ud800", tool_call_id="c\ud800"))
+    assert (tool.content, tool.tool_call_id) == ("r\ufffd", "c\ufffd")
+
+
+def test_storable_message_keeps_valid_messages_as_they_are():
+    from memory.messages import storable_arguments, storable_message
+
+    message = Message(
+        role="assistant", content="nul \x00 kept 😀", tool_calls=(ToolCall("c1", "todo", '{"a": "\\ud83d\\ude00"}'),)
+    )
+    assert storable_message(message) is message  # a joined pair is one valid character
+    assert storable_arguments("{not json \\ud800") == "{not json \\ud800"  # the runtime answers it with an error

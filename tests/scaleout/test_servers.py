@@ -161,6 +161,7 @@ def test_make_serve_runs_several_workers_on_one_port(shared, tmp_path, redis_or_
     wait_for_port(port, process=server.process)
     web = children_of(server.pid, "daphne")
     assert len(web) == 2 and len(children_of(server.pid, "db_worker")) == 1
+    assert len(children_of(server.pid, "reap_tasks")) == 1  # requeues tasks of a worker that died
 
     browser = Browser(port)
     status, headers, page = browser.request("GET", "/accounts/login/")

@@ -64,15 +64,16 @@ class ScriptedModel:
 
     ``hang_in_tool``: the main agent calls spawn_subagent, and the subagent's model call never
     returns (the parent's tool call stays open). ``slow``: streams ``pieces`` content chunks
-    ``delay`` seconds apart. Anything else (and every later step) answers like the offline model.
+    ``delay`` seconds apart. ``gated``: streams half a reply, reports ``in_model`` and waits for the
+    ``gate`` file, then ends the reply. Anything else (and every later step) answers like the offline model.
     """
 
     name = "scripted"
 
-    def __init__(self, mode: str, *, pieces: int = 10, delay: float = 0.5) -> None:
+    def __init__(self, mode: str, *, pieces: int = 10, delay: float = 0.5, gate: str | None = None) -> None:
         from agents.llm import OfflineChatModel
 
-        self.mode, self.pieces, self.delay = mode, pieces, delay
+        self.mode, self.pieces, self.delay, self.gate = mode, pieces, delay, gate
         self.offline = OfflineChatModel()
 
     def describe(self) -> str:
@@ -90,6 +91,13 @@ class ScriptedModel:
             return
         if self.mode == "hang_in_tool" and "spawn_subagent" not in names:
             await await_file(None, "in_tool")  # the subagent: the parent's tool never finishes
+        if self.mode == "gated" and messages[-1]["role"] == "user":
+            # Half a reply, then a wait (the test SIGSTOPs the process here), then the end of the
+            # reply at once: the runtime's next act is to store it, under the lease it took.
+            yield ContentDelta("A's half-written answer")
+            await await_file(self.gate, "in_model")
+            yield Finish("stop")
+            return
         if self.mode == "slow" and messages[-1]["role"] == "user":
             for i in range(self.pieces):
                 emit(at="streaming", piece=i)
@@ -126,12 +134,12 @@ class GatedModel:
 # -- jobs -------------------------------------------------------------------------------------
 
 
-def services(model=None):
+def services(model=None, backend: str = "sqlite"):
     from django.conf import settings
 
     from agents.runtime.services import build_services
 
-    return build_services(backend="sqlite", workspace=Path(settings.MODEX_WORKSPACE), model=model)
+    return build_services(backend=backend, workspace=Path(settings.MODEX_WORKSPACE), model=model)
 
 
 def job_lease(args: dict[str, Any]) -> None:
@@ -170,8 +178,9 @@ def job_turn(args: dict[str, Any]) -> None:
     from memory.scopes import SessionScope
 
     mode = args.get("model", "offline")
-    model = None if mode == "offline" else ScriptedModel(mode, pieces=args.get("pieces", 10), delay=args.get("delay", 0.5))
-    runtime = Runtime(services=services(model))
+    model = None if mode == "offline" else ScriptedModel(
+        mode, pieces=args.get("pieces", 10), delay=args.get("delay", 0.5), gate=args.get("gate"))
+    runtime = Runtime(services=services(model, backend=args.get("backend", "sqlite")))
     agent = get_declaration().find(args.get("agent", "default"))
     session = SessionScope(args["session"])
     wait_for_go(args)
@@ -313,6 +322,18 @@ def job_review(args: dict[str, Any]) -> None:
     emit(done=result["status"], result=result)
 
 
+def job_db_worker(args: dict[str, Any]) -> None:
+    """``manage.py db_worker --batch`` (the real task worker) with the tasks' model gated on ``gate``."""
+    from django.core.management import call_command
+
+    from agents.tasks import task_environment
+
+    with task_environment(_task_environment(args.get("gate"))):
+        emit(at="working")
+        call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", "--interval", "0.2")
+    emit(done="drained")
+
+
 def job_channel(args: dict[str, Any]) -> None:
     """Join a group on the configured channel layer and report the first message it gets."""
     from asgiref.sync import async_to_sync
@@ -339,6 +360,7 @@ JOBS = {
     "consolidate": job_consolidate,
     "review": job_review,
     "channel": job_channel,
+    "db_worker": job_db_worker,
 }
 
 

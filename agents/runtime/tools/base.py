@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agents.runtime.tools.schema import validate
+from memory.messages import storable_json
+from memory.text import storable
 
 if TYPE_CHECKING:
     from agents.runtime.loop import ToolContext
@@ -76,6 +78,9 @@ class ToolRoster:
             args = json.loads(arguments_json) if arguments_json.strip() else {}
         except json.JSONDecodeError as exc:
             return _failure(f"the arguments for {name} are not valid JSON ({exc.msg} at position {exc.pos})")
+        # Valid JSON text can still decode to lone surrogates ("\\ud83d"): tools only ever see
+        # storable strings, so whatever they write (KV values, files, results) can be stored.
+        args = storable_json(args)
         problems = validate(tool.parameters, args)
         if problems:
             return _failure(f"invalid arguments for {name}: " + "; ".join(problems))
@@ -86,10 +91,13 @@ class ToolRoster:
         except Exception as exc:  # a tool bug must not end the turn
             logger.exception("tool %s raised", name)
             return _failure(f"{name} failed: {type(exc).__name__}: {exc}")
+        content = storable(content) if isinstance(content, str) else storable(str(content))
         if len(content) > MAX_RESULT_CHARS:
             content = content[:MAX_RESULT_CHARS] + f"\n[… cut at {MAX_RESULT_CHARS} characters …]"
         return ToolOutcome(content=content, ok=True)
 
 
 def _failure(message: str) -> ToolOutcome:
+    message = storable(message)  # an error may quote the model's own text
     return ToolOutcome(content=f"Error: {message}", ok=False, error=message)
+

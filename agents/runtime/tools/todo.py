@@ -97,6 +97,8 @@ class TodoTool(Tool):
                     TODO_KEY,
                     json.dumps({"items": items}, ensure_ascii=False),
                     expected_version=current.version if current else MUST_NOT_EXIST,
+                    # a turn fenced out by a takeover must not change the list under the new one
+                    fence=ctx.fence if ctx.fence is not None and ctx.fence.scope == ctx.session else None,
                 )
             except VersionConflict:
                 continue  # another writer got there first: redo on the fresh list
