@@ -16,7 +16,6 @@ import asyncio
 import threading
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
@@ -293,16 +292,16 @@ async def asettle(*, session: SessionScope, timeout: float = 2.0) -> bool:
     """Wait until an interrupted turn of ``session`` has been tidied; True when it has.
 
     When a turn's generator is closed early, the runtime closes the open tool chain and keeps
-    the partial reply in a task of its own, right after. This yields to the loop, then queues
-    behind that work on the stores' (single, thread-sensitive) thread, until no call is left
-    open at the session's end, or ``timeout`` seconds passed."""
+    the partial reply in a task of its own, right after. This yields to the loop, then reads
+    the session's end (on a store thread, memory.threads) until no call is left open there, or
+    ``timeout`` seconds passed."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    read = sync_to_async(services().bundle.messages.read, thread_sensitive=True)
+    messages = services().bundle.messages
     while True:
         for _ in range(8):
             await asyncio.sleep(0)
-        if not _open_calls_at_end(await read(session, last=64)):
+        if not _open_calls_at_end(await run_blocking(messages.read, session, last=64)):
             return True
         if loop.time() >= deadline:
             return False
