@@ -100,7 +100,7 @@ class FileMessageStore(MessageStore):
         self.durable = durable
         self._ids_cache: OrderedDict[str, SessionIds] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._kv = kv  # the FileKVStore holding the leases that fence writes (made when first needed)
+        self._kv = kv  # the FileKVStore holding the leases that fence writes (the bundle passes it)
 
     def _fenced(self, fence: Fence | None, what: str):
         """Hold the fence's lease still (its KV directory lock) and check it, or raise FencedOut.
@@ -109,9 +109,7 @@ class FileMessageStore(MessageStore):
         order is always session then KV: no deadlock.
         """
         if self._kv is None:
-            from memory.stores.file import FileKVStore  # file.py builds on this module
-
-            self._kv = FileKVStore(self.root, durable=self.durable)
+            raise ValueError(f"{what} is fenced, but this store has no KV store to check leases in (pass kv=)")
         return self._kv.fenced(fence, what)
 
     def _dir(self, scope: Scope) -> Path:

@@ -81,7 +81,9 @@ class ChatInTheBrowser(LiveBrowserCase):
 
         # Tokens stream into a live bubble while the completion count grows.
         self.send("hello there, who are you?")
-        page.wait_for_selector('#composer[data-state="running"]', state="attached")
+        # The first turn of a freshly started server process also warms it up (token counting,
+        # the offline model): give it more than the default wait.
+        page.wait_for_selector('#composer[data-state="running"]', state="attached", timeout=45000)
         page.wait_for_function(
             "() => { const c = document.querySelector('.msg.live .streaming');"
             " return c && c.textContent.length > 10 && +document.querySelector('#meter-completion').textContent > 0; }"

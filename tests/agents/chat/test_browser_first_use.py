@@ -74,7 +74,9 @@ class ScrollingAndLimits(FirstUse):
         self.login_and_start()
         self.send("hello there")
         self.wait_idle()
-        long = ("A long paste of notes about the coast walk, day by day, with every detail. " * 330)[:24000]
+        # Long enough to be many screens tall, short enough for the chat agent's 4,096-token window
+        # (a message the window cannot hold is refused before it is stored, naming its limit).
+        long = ("A long paste of notes about the coast walk, day by day, with every detail. " * 120)[:9000]
         self.send(long)
         self.wait_idle()
         # The reply, and the cleanup the long message caused, are at the bottom, in view.
@@ -103,15 +105,22 @@ class ScrollingAndLimits(FirstUse):
         assert page.locator(".msg.user").count() == 0, "an over-long message is not sent"
         assert page.eval_on_selector("#composer-text", "el => el.value.length") == 100_000, "and not lost"
         self.shot("limit-over")
-        # 30,000 CJK characters (90 KB) are within the limit: sent, no frame error.
+        # 30,000 CJK characters (90 KB) are within the characters limit: no frame error; the only
+        # other bound is the model's window, and that refusal names its limit in tokens.
         cjk = "漢字仮名交じり文" * 3750
         page.fill("#composer-text", cjk)
         assert "30,000 of 32,000 characters." == count.inner_text()
-        self._sent = cjk[:24]
+        page.press("#composer-text", "Enter")
+        page.wait_for_selector(".notice.error")
+        refusal = page.inner_text(".notice.error >> nth=-1")
+        assert "context window" in refusal and "tokens" in refusal and "KiB" not in refusal, refusal
+        # A CJK message the window holds is sent whole.
+        fits = "漢字仮名交じり文" * 250  # 2,000 characters
+        page.fill("#composer-text", fits)
+        self._sent = fits[:24]
         page.press("#composer-text", "Enter")
         self.wait_idle()
-        assert page.locator(".notice.error").count() == 0, page.locator(".notice.error").all_inner_texts()
-        assert cjk in page.inner_text(".msg.user >> nth=-1")
+        assert fits in page.inner_text(".msg.user >> nth=-1")
         assert count.inner_text() == "Up to 32,000 characters per message."
         assert not self.errors, self.errors
 
