@@ -87,3 +87,60 @@ class LiveBrowserCase(ChannelsLiveServerTestCase):
                 else:
                     os.environ[key] = value
             shutil.rmtree(cls._tmp, ignore_errors=True)
+
+
+class ChatBrowserCase(LiveBrowserCase):
+    """A signed-in user's chat page in a fresh browser context per test (``self.page``)."""
+
+    username, password = "ada", "ada-pw-for-tests-1"
+    viewport: ClassVar[dict[str, int]] = {"width": 1440, "height": 900}
+    timeout_ms = 15000
+
+    def setUp(self):
+        from django.contrib.auth import get_user_model
+
+        get_user_model().objects.create_user(username=self.username, password=self.password)
+        self.context = self._browser.new_context(viewport=self.viewport)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(self.timeout_ms)
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def tearDown(self):
+        self.context.close()
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+    def log_in(self) -> None:
+        page = self.page
+        page.goto(f"{self.live_server_url}/accounts/login/")
+        page.fill("input[name=username]", self.username)
+        page.fill("input[name=password]", self.password)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{self.live_server_url}/")
+
+    def start_chat(self) -> str:
+        """Open a conversation with the default agent; its URL once the socket is connected."""
+        self.page.click(".agent-pick:has(input[value=default]) button")
+        self.page.wait_for_selector("#chat.is-connected")
+        return self.page.url
+
+    def login_and_start(self) -> str:
+        self.log_in()
+        self.page.goto(f"{self.live_server_url}/conversations/")
+        return self.start_chat()
+
+    def send(self, text: str) -> None:
+        self._sent = text[:24]
+        self.page.fill("#composer-text", text)
+        self.page.press("#composer-text", "Enter")
+
+    def wait_idle(self) -> None:
+        """Until the message just sent is the last one of the user's on the page and its turn is over."""
+        self.page.wait_for_function(
+            "(sent) => { const users = document.querySelectorAll('.msg.user');"
+            " return users.length && users[users.length - 1].textContent.includes(sent)"
+            " && document.querySelector('#composer[data-state=idle]') && !document.querySelector('.msg.live'); }",
+            arg=self._sent,
+        )

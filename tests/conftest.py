@@ -139,3 +139,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if count:
         terminalreporter.write_line(f"{count} PostgreSQL cases deselected: {POSTGRES_SKIP}", yellow=True)
 
+
+@pytest.fixture
+def fake_openai():
+    """The project's fake OpenAI-compatible server (tests/fakes/openai_server.py), over real HTTP."""
+    from tests.fakes.openai_server import start_fake_server
+
+    server = start_fake_server()
+    yield server
+    server.stop()

@@ -58,7 +58,7 @@ from memory.locks import Lease, LeaseBusy, LeaseLost, acquire_lease, release_lea
 from memory.messages import Message, storable_message
 from memory.scopes import SessionScope
 from memory.stores.base import Fence, FencedOut
-from memory.text import storable
+from memory.text import StorableDeltas
 from memory.threads import run_blocking
 from memory.tokens import count_text
 from memory.transcript import INTERRUPTED_RESULT, repair_transcript
@@ -101,31 +101,6 @@ class ToolContext:
 async def _io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     """Run a (sync, possibly ORM-backed) store call off the event loop."""
     return await run_blocking(fn, *args, **kwargs)
-
-
-class StorableDeltas:
-    """Makes streamed text storable piece by piece (``memory.text.storable``), per channel.
-
-    A model's JSON may write one character as a surrogate pair split over two chunks
-    (``"\\ud83d"`` then ``"\\ude00"``): a high surrogate at the end of a piece is held back and
-    joined with a low one opening the next piece; any other surrogate becomes U+FFFD. So the
-    browser and the store see the same text, and it is always valid Unicode.
-    """
-
-    def __init__(self) -> None:
-        self._held: dict[type, str] = {}
-
-    def text(self, channel: type, text: str) -> str:
-        held = self._held.pop(channel, "")
-        if held and text and "\udc00" <= text[0] <= "\udfff":
-            held, text = chr(0x10000 + ((ord(held) - 0xD800) << 10) + (ord(text[0]) - 0xDC00)), text[1:]
-        if text and "\ud800" <= text[-1] <= "\udbff":
-            self._held[channel], text = text[-1], text[:-1]
-        return storable(held) + storable(text)
-
-    def flush(self, channel: type) -> str:
-        """What is still held back for ``channel`` (a lone high surrogate, as U+FFFD)."""
-        return storable(self._held.pop(channel, ""))
 
 
 class Runtime:

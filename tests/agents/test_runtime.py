@@ -20,7 +20,7 @@ from memory.messages import Message, ToolCall, messages_from_wire
 from memory.scopes import SessionScope
 from memory.tokens import count_text
 from memory.transcript import INTERRUPTED_RESULT, validate_transcript
-from tests.fakes.openai_server import FAKE_API_KEY, FakeToolCall, Reply, context_length_exceeded, start_fake_server
+from tests.fakes.openai_server import FAKE_API_KEY, FakeToolCall, Reply, context_length_exceeded
 
 REPO = Path(__file__).resolve().parents[2]
 BACKENDS = ["file", pytest.param("sqlite", marks=pytest.mark.django_db(transaction=True))]
@@ -36,13 +36,6 @@ def agent_node(name="default", **memory):
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     return request.param
-
-
-@pytest.fixture
-def fake_openai():
-    server = start_fake_server()
-    yield server
-    server.stop()
 
 
 async def no_sleep(_seconds):

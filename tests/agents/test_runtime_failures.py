@@ -19,7 +19,7 @@ from memory.scopes import SessionScope
 from memory.tokens import count_text
 from memory.transcript import validate_transcript
 from tests.agents.test_runtime import agent_node, make_runtime, no_sleep, read, turn
-from tests.fakes.openai_server import FAKE_API_KEY, HTTPError, Reply, error_body, server_error, start_fake_server
+from tests.fakes.openai_server import FAKE_API_KEY, HTTPError, Reply, error_body, server_error
 from tests.fakes.recorded import llamacpp_context_overflow, roles_alternate, strict_template
 
 BACKENDS = ["file", pytest.param("sqlite", marks=pytest.mark.django_db(transaction=True))]
@@ -28,13 +28,6 @@ BACKENDS = ["file", pytest.param("sqlite", marks=pytest.mark.django_db(transacti
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     return request.param
-
-
-@pytest.fixture
-def fake_openai():
-    server = start_fake_server()
-    yield server
-    server.stop()
 
 
 def model_for(server, **options):

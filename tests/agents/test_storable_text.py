@@ -25,7 +25,8 @@ from agents.declarations import load_declaration
 from agents.experience.store import ExperienceStore, experience_scope
 from agents.llm.openai import OpenAIChatModel
 from agents.runtime.events import CleanupDone, ContentChunk, ReasoningChunk, TurnFinished
-from agents.runtime.loop import Runtime, StorableDeltas
+from agents.runtime.loop import Runtime
+from memory.text import StorableDeltas
 from agents.runtime.services import build_services
 from agents.runtime.tools.memory_tools import archive_scope_for
 from agents.runtime.tools.todo import TODO_KEY
@@ -35,7 +36,8 @@ from memory.core_memory import MEMORY, clean_text, core_scope
 from memory.scopes import AgentScope, SessionScope
 from memory.text import REPLACEMENT, is_storable
 from memory.transcript import validate_transcript
-from tests.fakes.openai_server import FAKE_API_KEY, FakeToolCall, Reply, start_fake_server
+from tests.agents.test_runtime import no_sleep
+from tests.fakes.openai_server import FAKE_API_KEY, FakeToolCall, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 HEADINGS = ("Goal", "Decisions", "Facts learned", "Open tasks", "Reasoning trail", "Tool results that matter")
@@ -104,17 +106,6 @@ class Script:
                 chunk_chars=1,  # every surrogate pair of the text is split over two chunks
             )
         return Reply(content=self.content, reasoning=self.reasoning, chunk_chars=2)
-
-
-@pytest.fixture
-def fake_openai():
-    server = start_fake_server()
-    yield server
-    server.stop()
-
-
-async def no_sleep(_seconds):
-    return None
 
 
 def stored_texts(message):

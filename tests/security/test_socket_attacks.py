@@ -17,22 +17,10 @@ from django.test import Client
 
 from agents.chat import service as chat
 from memory.text import REPLACEMENT, is_storable
-from tests.agents.chat.conftest import open_socket, receive_until, session_cookie
+from tests.agents.chat.conftest import IDLE, connected, receive_until, session_cookie, stored
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("allowed_hosts")]
 
-IDLE = 'data-state="idle"'
-
-
-async def connected(conversation, user):
-    comm = await open_socket(conversation.pk, user)
-    ok, _ = await comm.connect()
-    assert ok
-    return comm
-
-
-async def stored(runtime, conversation):
-    return await sync_to_async(runtime.services.bundle.messages.read, thread_sensitive=True)(chat.session_of(conversation))
 
 
 def get(user, url: str):

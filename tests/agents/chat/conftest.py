@@ -131,3 +131,20 @@ async def drain(comm: WebsocketCommunicator, *, quiet: float = 0.2) -> list[str]
     while not await comm.receive_nothing(timeout=quiet):
         frames.append(await comm.receive_from())
     return frames
+
+
+IDLE = 'data-state="idle"'  # the composer is enabled again: the turn is over
+RUNNING = 'data-state="running"'
+
+
+async def connected(conversation, user) -> WebsocketCommunicator:
+    """A socket of ``user`` on ``conversation``, handshake accepted."""
+    comm = await open_socket(conversation.pk, user)
+    ok, _ = await comm.connect()
+    assert ok
+    return comm
+
+
+async def stored(runtime: Runtime, conversation):
+    """The conversation's session as the runtime's store holds it."""
+    return await sync_to_async(runtime.services.bundle.messages.read, thread_sensitive=True)(chat.session_of(conversation))

@@ -11,62 +11,26 @@ import re
 import time
 
 from tests.agents.chat.conftest import CHAT_BOT_YML
-from tests.browser import BROWSER_MARKS, SCREENSHOTS, LiveBrowserCase
+from tests.browser import BROWSER_MARKS, ChatBrowserCase
 
 FILLER = " ".join(["we are planning a long walking trip along the coast with friends"] * 8)
 
 pytestmark = BROWSER_MARKS
 
 
-class ChatInTheBrowser(LiveBrowserCase):
+class ChatInTheBrowser(ChatBrowserCase):
     bot_yml = CHAT_BOT_YML
     server_env = {"MODEX_OFFLINE_CHUNK_DELAY_MS": "30"}  # slow enough that streaming is visible
 
-    def setUp(self):
-        from django.contrib.auth import get_user_model
-
-        get_user_model().objects.create_user(username="ada", password="ada-pw-for-tests-1")
-        self.context = self._browser.new_context(viewport={"width": 1440, "height": 900})
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(15000)
-        self.errors: list[str] = []
-        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-
-    def tearDown(self):
-        self.context.close()
-
     # -- helpers ----------------------------------------------------------------------------
 
-    def shot(self, name: str) -> None:
-        self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
-
     def login_and_start(self) -> str:
-        page = self.page
-        page.goto(f"{self.live_server_url}/accounts/login/")
-        page.fill("input[name=username]", "ada")
-        page.fill("input[name=password]", "ada-pw-for-tests-1")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{self.live_server_url}/")
-        page.click("nav >> text=Chat")
-        page.wait_for_selector(".agent-pick")
+        """Sign in and reach the chat the way a person does: through the nav."""
+        self.log_in()
+        self.page.click("nav >> text=Chat")
+        self.page.wait_for_selector(".agent-pick")
         self.shot("chat-01-start")
-        page.click(".agent-pick:has(input[value=default]) button")
-        page.wait_for_selector("#chat.is-connected")
-        return page.url
-
-    def send(self, text: str) -> None:
-        self._sent = text[:24]
-        self.page.fill("#composer-text", text)
-        self.page.press("#composer-text", "Enter")
-
-    def wait_idle(self) -> None:
-        """Until the message just sent is the last one of the user's on the page and its turn is over."""
-        self.page.wait_for_function(
-            "(sent) => { const users = document.querySelectorAll('.msg.user');"
-            " return users.length && users[users.length - 1].textContent.includes(sent)"
-            " && document.querySelector('#composer[data-state=idle]') && !document.querySelector('.msg.live'); }",
-            arg=self._sent,
-        )
+        return self.start_chat()
 
     def meter_total(self) -> int:
         return int(self.page.inner_text("#meter .meter-total strong"))

@@ -8,11 +8,10 @@ Each test reproduces what a user tripped on (issue 19) and checks what they see 
 from __future__ import annotations
 
 from tests.agents.chat.conftest import CHAT_BOT_YML
-from tests.browser import BROWSER_MARKS, SCREENSHOTS, LiveBrowserCase
+from tests.browser import BROWSER_MARKS, SCREENSHOTS, ChatBrowserCase
 
 pytestmark = BROWSER_MARKS
 
-PASSWORD = "ada-pw-for-tests-1"
 FILLER = " ".join(["we are planning a long walking trip along the coast with friends"] * 8)
 # How far the list is from its bottom, and whether an element is inside the list's visible box.
 GAP_JS = "el => el.scrollHeight - el.scrollTop - el.clientHeight"
@@ -21,48 +20,11 @@ IN_VIEW_JS = """(sel) => { const list = document.getElementById('messages'); con
   return r.bottom <= box.bottom + 2 && r.bottom > box.top; }"""
 
 
-class FirstUse(LiveBrowserCase):
+class FirstUse(ChatBrowserCase):
     bot_yml = CHAT_BOT_YML
     server_env = {"MODEX_OFFLINE_CHUNK_DELAY_MS": "30"}
     viewport = {"width": 1400, "height": 900}
-
-    def setUp(self):
-        from django.contrib.auth import get_user_model
-
-        get_user_model().objects.create_user(username="ada", password=PASSWORD)
-        self.context = self._browser.new_context(viewport=self.viewport)
-        self.page = self.context.new_page()
-        self.page.set_default_timeout(20000)
-        self.errors: list[str] = []
-        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-
-    def tearDown(self):
-        self.context.close()
-
-    def login_and_start(self) -> str:
-        page = self.page
-        page.goto(f"{self.live_server_url}/accounts/login/")
-        page.fill("input[name=username]", "ada")
-        page.fill("input[name=password]", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{self.live_server_url}/")
-        page.goto(f"{self.live_server_url}/conversations/")
-        page.click(".agent-pick:has(input[value=default]) button")
-        page.wait_for_selector("#chat.is-connected")
-        return page.url
-
-    def send(self, text: str) -> None:
-        self._sent = text[:24]
-        self.page.fill("#composer-text", text)
-        self.page.press("#composer-text", "Enter")
-
-    def wait_idle(self) -> None:
-        self.page.wait_for_function(
-            "(sent) => { const users = document.querySelectorAll('.msg.user');"
-            " return users.length && users[users.length - 1].textContent.includes(sent)"
-            " && document.querySelector('#composer[data-state=idle]') && !document.querySelector('.msg.live'); }",
-            arg=self._sent,
-        )
+    timeout_ms = 20000
 
     def gap(self) -> float:
         return self.page.eval_on_selector("#messages", GAP_JS)
@@ -123,9 +85,6 @@ class ScrollingAndLimits(FirstUse):
         assert fits in page.inner_text(".msg.user >> nth=-1")
         assert count.inner_text() == "Up to 32,000 characters per message."
         assert not self.errors, self.errors
-
-    def shot(self, name: str) -> None:
-        self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
 class SlowReplies(FirstUse):

@@ -14,27 +14,14 @@ from agents.chat.meter import load_history
 from agents.chat.consumer import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, MAX_FRAME_BYTES
 from agents.runtime.loop import MAX_USER_CHARS
 from memory.transcript import validate_transcript
-from tests.agents.chat.conftest import drain, open_socket, receive_until
+from tests.agents.chat.conftest import IDLE, RUNNING, connected, drain, open_socket, receive_until, stored
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("allowed_hosts")]
 
-IDLE = 'data-state="idle"'
-RUNNING = 'data-state="running"'
-
-
-async def connected(conversation, user):
-    comm = await open_socket(conversation.pk, user)
-    ok, _ = await comm.connect()
-    assert ok
-    return comm
 
 
 async def send(comm, text):
     await comm.send_to(text_data=json.dumps({"message": text, "HEADERS": {"HX-Request": "true"}}))
-
-
-async def stored(runtime, conversation):
-    return await sync_to_async(runtime.services.bundle.messages.read, thread_sensitive=True)(chat.session_of(conversation))
 
 
 async def closed_with(comm) -> int:

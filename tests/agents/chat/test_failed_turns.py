@@ -16,20 +16,13 @@ from agents.runtime import services as services_module
 from agents.runtime.services import build_services
 from tests.agents.chat.conftest import open_socket, receive_until
 from tests.agents.chat.test_consumer import IDLE, send
-from tests.fakes.openai_server import FAKE_API_KEY, Reply, server_error, start_fake_server
+from tests.fakes.openai_server import FAKE_API_KEY, Reply, server_error
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("allowed_hosts")]
 
 
 async def _no_sleep(_seconds):
     return None
-
-
-@pytest.fixture
-def fake_openai():
-    server = start_fake_server()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Fixtures for the model layer: the fake OpenAI-compatible server and models pointed at it."""
+"""Fixtures for the model layer: models pointed at the fake OpenAI-compatible server (``fake_openai``, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,7 @@ import random
 import pytest
 
 from agents.llm.openai import OpenAIChatModel
-from tests.fakes.openai_server import FAKE_API_KEY, FakeOpenAIServer, start_fake_server
-
-
-@pytest.fixture
-def fake_openai() -> FakeOpenAIServer:
-    server = start_fake_server()
-    yield server
-    server.stop()
+from tests.fakes.openai_server import FAKE_API_KEY
 
 
 @pytest.fixture
