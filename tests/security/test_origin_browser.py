@@ -61,7 +61,9 @@ class OriginInTheBrowser(chat_browser.ChatInTheBrowser):
         # The site's own origin may open the socket and sync (the same script as the attack's).
         script = HOSTILE_PAGE.split("<script>")[1].split("</script>")[0] % {"url": socket_url}
         page.evaluate("() => {" + script + "}")
-        page.wait_for_function("() => window.__frames.length > 0", timeout=10000)
+        # The sync's answer is the re-rendered list (a status frame may come first: the turn's
+        # lease is released just after the page saw the turn end).
+        page.wait_for_function("() => window.__frames.some(f => f.includes('id=\"messages\"'))", timeout=10000)
         assert any("pelican" in frame for frame in page.evaluate("window.__frames"))
 
         server = hostile_server(socket_url)
