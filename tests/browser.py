@@ -136,6 +136,28 @@ class ChatBrowserCase(LiveBrowserCase):
         self.page.fill("#composer-text", text)
         self.page.press("#composer-text", "Enter")
 
+    def watch(self, **predicates: str) -> None:
+        """Note in ``window.__seen[name]`` whether the page ever showed each ``name``'s state
+        (a JavaScript expression), however briefly. On a loaded machine a state can come and go
+        between two of Playwright's polls, or within one burst of frames; a mutation observer
+        looks after every change. Call before the action, read with ``wait_seen``."""
+        self.page.evaluate(
+            """(predicates) => {
+                 const seen = window.__seen = Object.fromEntries(Object.keys(predicates).map((k) => [k, false]));
+                 const tests = Object.entries(predicates).map(([k, expr]) => [k, new Function('return (' + expr + ');')]);
+                 const look = () => { for (const [k, test] of tests) if (!seen[k] && test()) seen[k] = true; };
+                 new MutationObserver(look).observe(document.body,
+                   {subtree: true, childList: true, attributes: true, characterData: true});
+                 look(); }""",
+            predicates,
+        )
+
+    def wait_seen(self, *names: str, timeout: float | None = None) -> None:
+        """Until every state ``names`` (of ``watch``) has been shown."""
+        self.page.wait_for_function(
+            "(names) => names.every((k) => window.__seen[k])", arg=list(names), timeout=timeout or self.timeout_ms
+        )
+
     def wait_idle(self) -> None:
         """Until the message just sent is the last one of the user's on the page and its turn is over."""
         self.page.wait_for_function(
