@@ -20,12 +20,10 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asgiref.sync import sync_to_async
 
 from agents.evaluation.configs import Budget, EvalConfig, MeteredModel, agent_for
 from agents.evaluation.dataset import Dataset, Question, Turn, UserHistory
@@ -36,6 +34,7 @@ from memory.compression.cleanup import CleanupStatus
 from memory.messages import Message, ToolCall
 from memory.scopes import SessionScope
 from memory.text import storable
+from memory.threads import run_blocking as _io
 from memory.tokens import compute_message_tokens
 
 REPLY_RESERVE = 1024  # tokens full context keeps free for instructions, tools and the answer
@@ -104,10 +103,6 @@ def history_tokens(history: UserHistory) -> int:
         for i, t in enumerate(s.turns)
         for m in turn_messages(t, call_id=f"c{s.index}-{i}")
     )
-
-
-def _io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    return sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
 
 
 def _services(workspace: Path, model: MeteredModel) -> Any:

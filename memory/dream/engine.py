@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 
 from memory.config import MemoryConfig
 from memory.core_memory import CORE_FILES, CoreMemory, CoreMemoryConflict, CoreMemoryFull
@@ -55,6 +55,7 @@ from memory.locks import Lease, LeaseBusy, LeaseLost, acquire_lease, release_lea
 from memory.messages import utcnow
 from memory.scopes import AgentScope, CompositeScope, Scope, UserScope
 from memory.stores.base import ArchiveDocument, ConcurrentChange, MemoryStoreBundle
+from memory.threads import run_blocking as _io
 from memory.tokens import count_text
 
 logger = logging.getLogger("memory.dream")
@@ -67,10 +68,6 @@ FAILURE_KEY = "dream.failure"
 def default_archive_scope(*, agent: str, user: str) -> Scope:
     """Where an agent's archive documents about ``user`` live (the runtime's archive scope)."""
     return CompositeScope(AgentScope(agent), UserScope(user))
-
-
-async def _io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
 
 
 class DreamEngine:
