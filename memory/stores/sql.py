@@ -53,6 +53,7 @@ from memory.stores.sql_common import (
     check_fence_in_transaction,
     chunks,
     database_errors,
+    execute,
     scope_key,
 )
 from memory.stores.sql_kv import SqlCursorStore, SqlKVStore
@@ -151,9 +152,7 @@ class SqlMessageStore(MessageStore):
         return _statements(self.using, connections[self.using].vendor)
 
     def _execute(self, sql: str, params: Sequence[object]) -> list[tuple]:
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchall() if cursor.description else []
+        return execute(self.using, sql, params)
 
     def _lock_head(self, key: str, *, create: bool) -> _Head | None:
         rows = self._execute(self._sql.lock_head, [key])

@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, connections
 
 from memory.models import SCOPE_KEY_LENGTH, KVEntry
 from memory.scopes import Scope
@@ -48,6 +48,45 @@ def database_errors(func: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def execute(using: str, sql: str, params: Sequence[object]) -> list[tuple]:
+    """Run one parameterized statement (``%s`` placeholders) on ``using``; its rows, if any.
+
+    On SQLite it goes straight to the driver: Django's cursor wrappers (placeholder rewriting by
+    regex, async-safety and debug checks on every call) cost as much as a hot-path statement.
+    Driver errors still become Django's (``wrap_database_errors``) and the statement runs in the
+    connection's current transaction. Where queries are logged (DEBUG, CaptureQueriesContext)
+    it takes Django's cursor, so that every statement is still seen.
+    """
+    connection = connections[using]
+    if connection.vendor != "sqlite" or connection.queries_logged:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+    connection.ensure_connection()
+    connection.validate_no_broken_transaction()
+    with connection.wrap_database_errors:
+        cursor = connection.connection.execute(_qmark(sql), params)
+        try:
+            return cursor.fetchall() if cursor.description else []
+        finally:
+            cursor.close()
+
+
+@functools.lru_cache(maxsize=512)
+def _qmark(sql: str) -> str:
+    """``sql`` with sqlite3's own placeholders (the statements hold no literal ``%``)."""
+    return sql.replace("%s", "?")
+
+
+@functools.lru_cache(maxsize=16)
+def _lease_row_sql(using: str, vendor: str) -> str:
+    connection = connections[using]
+    q, meta = connection.ops.quote_name, KVEntry._meta
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    return (f"SELECT {q(meta.get_field('value').column)} FROM {q(meta.db_table)} "
+            f"WHERE {q(meta.get_field('scope_key').column)} = %s AND {q(meta.get_field('key').column)} = %s{lock}")
+
+
 def check_fence_in_transaction(fence: Fence | None, using: str, what: str) -> None:
     """Inside the write's transaction: raise FencedOut unless ``fence``'s lease is still its own.
 
@@ -57,8 +96,8 @@ def check_fence_in_transaction(fence: Fence | None, using: str, what: str) -> No
     """
     if fence is None:
         return
-    rows = KVEntry.objects.using(using).filter(scope_key=scope_key(fence.scope), key=fence.key)
-    value = rows.select_for_update().values_list("value", flat=True).first()
+    rows = execute(using, _lease_row_sql(using, connections[using].vendor), [scope_key(fence.scope), fence.key])
+    value = rows[0][0] if rows else None
     if not fence.admits(value):
         raise fence.refused(what)
 

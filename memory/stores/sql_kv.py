@@ -11,7 +11,14 @@ from memory.models import ConsumerCursor, KVEntry
 from memory.scopes import Scope
 from memory.stores.base import ConcurrentChange, CursorStore, Fence, KVItem, KVStore, VersionConflict, validate_key
 from memory.stores.codec import check_expected_version, check_fence, check_int, check_kv_value, check_prefix
-from memory.stores.sql_common import RACE_ATTEMPTS, Raced, check_fence_in_transaction, database_errors, scope_key
+from memory.stores.sql_common import (
+    RACE_ATTEMPTS,
+    Raced,
+    check_fence_in_transaction,
+    database_errors,
+    execute,
+    scope_key,
+)
 
 _UNSET = ...
 
@@ -69,12 +76,10 @@ class SqlKVStore(KVStore):
         name = validate_key(key)
         connection = connections[self.using]
         statement = _get_statement(self.using, connection.vendor)
-        with connection.cursor() as cursor:
-            cursor.execute(statement.sql, [scope_key(scope), name])
-            row = cursor.fetchone()
-        if row is None:
+        rows = execute(self.using, statement.sql, [scope_key(scope), name])
+        if not rows:
             return None
-        value, version, updated_at = row
+        value, version, updated_at = rows[0]
         return KVItem(scope=scope, key=name, value=value, version=version,
                       updated_at=statement.updated_at(updated_at, connection))
 
