@@ -2,7 +2,7 @@
 
 * ``OpenAIChatModel`` (``agents.llm.openai``): any OpenAI-compatible endpoint;
 * ``OfflineChatModel`` (``agents.llm.offline``): built-in, deterministic, no network;
-* ``model_from_settings()``: the one the environment configures (offline unless
+* ``model_from_settings()`` (``agents.llm.settings``): the one the environment configures (offline unless
   ``OPENAI_BASE_URL`` is set).
 """
 
@@ -38,7 +38,8 @@ from agents.llm.offline import (
     OfflineChatModel,
     OfflineTools,
 )
-from agents.llm.openai import OpenAIChatModel, model_from_settings
+from agents.llm.openai import OpenAIChatModel
+from agents.llm.settings import model_from_settings
 
 __all__ = [
     "OFFLINE_CONSOLIDATION_MARKER",

@@ -1,5 +1,6 @@
 """``OpenAIChatModel``: the ChatModel over the official ``openai`` SDK, for any OpenAI-compatible
-endpoint (OpenAI, vLLM, Ollama, llama.cpp, LM Studio, DeepSeek), and ``model_from_settings``.
+endpoint (OpenAI, vLLM, Ollama, llama.cpp, LM Studio, DeepSeek); agents.llm.settings builds one
+from the environment.
 
 Retries are this module's, not the SDK's (the client is built with ``max_retries=0``): HTTP 429,
 408/409, 5xx and connection errors are retried with exponential backoff and jitter, honouring
@@ -19,9 +20,7 @@ import contextlib
 import email.utils
 import json
 import logging
-import os
 import random
-
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -30,7 +29,6 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import httpx2
 import openai
-from django.core.exceptions import ImproperlyConfigured
 
 from agents.llm.base import ChatModel, ModelEvent
 from agents.llm.chunks import ChunkAssembler
@@ -431,82 +429,3 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
             return max(0.0, when.timestamp() - time.time())
     except (TypeError, ValueError, OverflowError):
         return None
-
-
-# -- settings --------------------------------------------------------------------------------
-
-
-def _env_float(name: str, default: float, *, minimum: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number of seconds.") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name}={value:g} must be at least {minimum:g}.")
-    return value
-
-
-def _env_int(name: str, default: int, *, minimum: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
-    return value
-
-
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of true/false, 1/0, yes/no, on/off.")
-
-
-def model_from_settings(
-    *, base_url: str | None = None, api_key: str | None = None, model: str | None = None
-) -> ChatModel:
-    """The configured ChatModel: arguments first, then the environment.
-
-    * ``OPENAI_BASE_URL`` unset (and no ``base_url``): the built-in ``OfflineChatModel``
-      (``MODEX_OFFLINE_CHUNK_DELAY_MS`` slows its streaming down for demos);
-    * otherwise ``OpenAIChatModel`` with ``OPENAI_API_KEY`` (optional: local servers need none),
-      ``OPENAI_MODEL`` (required), ``OPENAI_TIMEOUT`` (seconds, default 60),
-      ``OPENAI_MAX_RETRIES`` (default 3), ``OPENAI_INCLUDE_USAGE`` (default true: send
-      ``stream_options.include_usage``) and ``OPENAI_CONTEXT_WINDOW`` (the server's real window
-      in tokens; unset: the server's model metadata when it reports one, else bot.yml's).
-
-    Raises ``ImproperlyConfigured`` naming the variable on a bad value.
-    """
-    base_url = base_url or os.environ.get("OPENAI_BASE_URL", "").strip() or None
-    if base_url is None:
-        from agents.llm.offline import OfflineChatModel
-
-        delay_ms = _env_float("MODEX_OFFLINE_CHUNK_DELAY_MS", 0.0, minimum=0.0)
-        return OfflineChatModel(chunk_delay=delay_ms / 1000)
-    if not urlsplit(base_url).scheme.startswith("http"):
-        raise ImproperlyConfigured(
-            f"OPENAI_BASE_URL={redact_url(base_url)!r} must be an http(s) URL, e.g. http://127.0.0.1:11434/v1."
-        )
-    model = model or os.environ.get("OPENAI_MODEL", "").strip() or None
-    if model is None:
-        raise ImproperlyConfigured("OPENAI_MODEL is required when OPENAI_BASE_URL is set (the endpoint's model name).")
-    return OpenAIChatModel(
-        base_url=base_url,
-        api_key=api_key or os.environ.get("OPENAI_API_KEY", "").strip() or None,
-        model=model,
-        timeout=_env_float("OPENAI_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001),
-        max_retries=_env_int("OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES, minimum=0),
-        include_usage=_env_bool("OPENAI_INCLUDE_USAGE", True),
-        context_window=_env_int("OPENAI_CONTEXT_WINDOW", 0, minimum=256) or None,
-    )

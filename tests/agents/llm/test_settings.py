@@ -98,12 +98,12 @@ def test_include_usage_and_the_context_window_from_the_environment(monkeypatch):
 
 
 def test_every_model_variable_is_documented():
-    """Each variable agents/llm/openai.py reads appears in the README's configuration table."""
+    """Each variable agents/llm/settings.py reads appears in the README's configuration table."""
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[3]
-    source = (root / "agents" / "llm" / "openai.py").read_text()
+    source = (root / "agents" / "llm" / "settings.py").read_text()
     names = set(re.findall(r'"((?:OPENAI|MODEX)_[A-Z0-9_]+)"', source))
     readme = (root / "README.md").read_text()
     assert {"OPENAI_INCLUDE_USAGE", "OPENAI_CONTEXT_WINDOW", "OPENAI_BASE_URL"} <= names

@@ -1,0 +1,88 @@
+"""``model_from_settings``: the ChatModel the environment configures (``OPENAI_*``), offline
+without ``OPENAI_BASE_URL``; a bad value is ``ImproperlyConfigured`` naming its variable."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+from agents.llm.base import ChatModel
+from agents.llm.openai import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OpenAIChatModel, redact_url
+
+
+def _env_float(name: str, default: float, *, minimum: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number of seconds.") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={value:g} must be at least {minimum:g}.")
+    return value
+
+
+def _env_int(name: str, default: int, *, minimum: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
+    return value
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of true/false, 1/0, yes/no, on/off.")
+
+
+def model_from_settings(
+    *, base_url: str | None = None, api_key: str | None = None, model: str | None = None
+) -> ChatModel:
+    """The configured ChatModel: arguments first, then the environment.
+
+    * ``OPENAI_BASE_URL`` unset (and no ``base_url``): the built-in ``OfflineChatModel``
+      (``MODEX_OFFLINE_CHUNK_DELAY_MS`` slows its streaming down for demos);
+    * otherwise ``OpenAIChatModel`` with ``OPENAI_API_KEY`` (optional: local servers need none),
+      ``OPENAI_MODEL`` (required), ``OPENAI_TIMEOUT`` (seconds, default 60),
+      ``OPENAI_MAX_RETRIES`` (default 3), ``OPENAI_INCLUDE_USAGE`` (default true: send
+      ``stream_options.include_usage``) and ``OPENAI_CONTEXT_WINDOW`` (the server's real window
+      in tokens; unset: the server's model metadata when it reports one, else bot.yml's).
+
+    Raises ``ImproperlyConfigured`` naming the variable on a bad value.
+    """
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL", "").strip() or None
+    if base_url is None:
+        from agents.llm.offline import OfflineChatModel
+
+        delay_ms = _env_float("MODEX_OFFLINE_CHUNK_DELAY_MS", 0.0, minimum=0.0)
+        return OfflineChatModel(chunk_delay=delay_ms / 1000)
+    if not urlsplit(base_url).scheme.startswith("http"):
+        raise ImproperlyConfigured(
+            f"OPENAI_BASE_URL={redact_url(base_url)!r} must be an http(s) URL, e.g. http://127.0.0.1:11434/v1."
+        )
+    model = model or os.environ.get("OPENAI_MODEL", "").strip() or None
+    if model is None:
+        raise ImproperlyConfigured("OPENAI_MODEL is required when OPENAI_BASE_URL is set (the endpoint's model name).")
+    return OpenAIChatModel(
+        base_url=base_url,
+        api_key=api_key or os.environ.get("OPENAI_API_KEY", "").strip() or None,
+        model=model,
+        timeout=_env_float("OPENAI_TIMEOUT", DEFAULT_TIMEOUT, minimum=0.001),
+        max_retries=_env_int("OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES, minimum=0),
+        include_usage=_env_bool("OPENAI_INCLUDE_USAGE", True),
+        context_window=_env_int("OPENAI_CONTEXT_WINDOW", 0, minimum=256) or None,
+    )
