@@ -56,6 +56,10 @@ CANCEL_GRACE_SECONDS = 10.0  # how long a disconnect waits for the stopped turn 
 BUSY = "A reply is still being written; wait for it or press Stop."
 FOLLOW_SECONDS = 600.0  # how long a freshly loaded page follows a turn started before it loaded
 FOLLOW_POLL_SECONDS = 0.25
+#: Text frames of one reply go out at most this often; what the model streams meanwhile joins the
+#: next frame. Rendering and sending a frame costs more than the model takes per delta, so one
+#: frame per delta would fall behind a fast model. The first delta of a run goes out at once.
+TEXT_FRAME_SECONDS = 0.008
 EARLIER_TURN = "A reply started before this page loaded is still being written or tidied up…"
 EARLIER_TURN_ENDED = (
     "The reply that was being written when the page was left or reloaded has ended; what was written is shown above."
@@ -215,12 +219,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _send_loop(self) -> None:
         pending: collections.deque = collections.deque()
+        loop = asyncio.get_running_loop()
+        text_sent = -TEXT_FRAME_SECONDS  # when the last text frame went out
         while True:
             if not pending:
                 pending.append(await self.outbox.get())
+            if isinstance(pending[0], _TEXT) and (wait := text_sent + TEXT_FRAME_SECONDS - loop.time()) > 0:
+                await asyncio.sleep(wait)
             while not self.outbox.empty():  # everything queued by now: chunks in it go as one frame
                 pending.append(self.outbox.get_nowait())
             item = _coalesce(pending)
+            if isinstance(item, _TEXT):
+                text_sent = loop.time()
             try:
                 if item is _STOPPED:
                     html = await self.stream.stopped()
@@ -238,13 +248,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await asyncio.sleep(0)  # let the frame go out before the next one (STACK.md)
 
 
+_TEXT = (ContentChunk, ReasoningChunk)
+
+
 def _coalesce(pending: collections.deque):
     """The next item to send: the first pending one, merged with the text chunks of the same
     kind right behind it. Deltas that queued up while a frame was going out then go as one
     frame (the latest completion count for the meter), so a fast model is relayed at the
-    socket's pace; a delta that finds the queue empty goes out alone, at once."""
+    socket's pace (at most one text frame per TEXT_FRAME_SECONDS); a delta that finds the queue
+    empty and no text frame sent within that time goes out alone, at once."""
     item = pending.popleft()
-    if not isinstance(item, ContentChunk | ReasoningChunk):
+    if not isinstance(item, _TEXT):
         return item
     kind, texts = type(item), [item.text]
     while pending and type(pending[0]) is kind:

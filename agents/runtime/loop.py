@@ -71,6 +71,7 @@ TURN_LEASE_TTL = 300.0  # default of settings.MODEX_TURN_LEASE_TTL
 CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
 MAX_USER_CHARS = 32000  # the one limit on a user message, in characters (code points); the composer states it
 STOPPED_NOTE = "[stopped before the answer was complete]"
+STREAM_YIELD_SECONDS = 0.002  # while streaming, the turn yields to the event loop at least this often
 TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
 
 
@@ -367,6 +368,8 @@ class Runtime:
         events = self.model.stream(messages=request.messages, tools=schemas or None)
         completion_tokens = 0
         deltas = StorableDeltas()
+        clock = asyncio.get_running_loop().time
+        pause_at = 0.0  # the first chunk yields at once
         try:
             async for event in events:
                 if isinstance(event, ContentDelta | ReasoningDelta):
@@ -379,7 +382,12 @@ class Runtime:
                     yield ContentChunk(text=event.text, completion_tokens=completion_tokens)
                 elif isinstance(event, ReasoningDelta):
                     yield ReasoningChunk(text=event.text)
-                await asyncio.sleep(0)  # let the socket flush each chunk (STACK.md)
+                if clock() >= pause_at:
+                    # Let the socket send what is queued (STACK.md): a model whose deltas are
+                    # already buffered would otherwise be read to the end first. Every few ms,
+                    # not per delta: the relay sends text at most that often anyway.
+                    await asyncio.sleep(0)
+                    pause_at = clock() + STREAM_YIELD_SECONDS
             for channel, chunk in ((ContentDelta, ContentChunk), (ReasoningDelta, ReasoningChunk)):
                 if rest := deltas.flush(channel):
                     builder.add(channel(text=rest))

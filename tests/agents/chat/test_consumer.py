@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 
 from agents.chat import service as chat
 from agents.chat.meter import load_history
-from agents.chat.consumer import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, MAX_FRAME_BYTES
+from agents.chat.consumer import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, MAX_FRAME_BYTES, TEXT_FRAME_SECONDS
 from agents.runtime.loop import MAX_USER_CHARS
 from memory.transcript import validate_transcript
 from tests.agents.chat.conftest import IDLE, RUNNING, connected, drain, open_socket, receive_until, stored
@@ -170,8 +170,8 @@ async def test_a_second_tab_on_the_same_conversation_is_busy_too(conversation, o
 
 async def test_a_turn_streams_tokens_meter_and_final_markdown(conversation, owner, make_runtime):
     # A model that takes a moment per delta, as a real one does (an instant one is relayed in
-    # as few frames as the socket takes: see the coalescing test below).
-    chat_runtime = make_runtime(chunk_delay=0.005)
+    # as few frames as the socket takes and the frame pace allows: see the coalescing test below).
+    chat_runtime = make_runtime(chunk_delay=2 * TEXT_FRAME_SECONDS)
     comm = await connected(conversation, owner)
     await send(comm, "hello <script>alert(1)</script>")
     frames = await receive_until(comm, IDLE)
