@@ -57,17 +57,26 @@ def execute(using: str, sql: str, params: Sequence[object]) -> list[tuple]:
     connection's current transaction. Where queries are logged (DEBUG, CaptureQueriesContext)
     it takes Django's cursor, so that every statement is still seen.
     """
+    return _run(using, sql, params, lambda cursor: cursor.fetchall() if cursor.description else [])
+
+
+def execute_rowcount(using: str, sql: str, params: Sequence[object]) -> int:
+    """Like ``execute``, for a statement whose result is how many rows it changed."""
+    return _run(using, sql, params, lambda cursor: cursor.rowcount)
+
+
+def _run(using: str, sql: str, params: Sequence[object], result: Callable[[Any], T]) -> T:
     connection = connections[using]
     if connection.vendor != "sqlite" or connection.queries_logged:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            return cursor.fetchall() if cursor.description else []
+            return result(cursor)
     connection.ensure_connection()
     connection.validate_no_broken_transaction()
     with connection.wrap_database_errors:
         cursor = connection.connection.execute(_qmark(sql), params)
         try:
-            return cursor.fetchall() if cursor.description else []
+            return result(cursor)
         finally:
             cursor.close()
 

@@ -17,6 +17,7 @@ from memory.stores.sql_common import (
     check_fence_in_transaction,
     database_errors,
     execute,
+    execute_rowcount,
     scope_key,
 )
 
@@ -24,9 +25,10 @@ _UNSET = ...
 
 
 class _GetStatement:
-    """``KVStore.get``'s query as plain SQL (built once per database from the model): compiling
-    the ORM query cost several times more than running it, and core memory reads three keys
-    every turn. ``updated_at`` goes through the converters the ORM itself would apply."""
+    """``KVStore.get``'s and ``put``'s statements as plain SQL (built once per database from the
+    model): compiling the ORM queries cost several times more than running them, and every turn
+    reads three core memory keys and writes its lease and its meter. ``updated_at`` goes through
+    the converters the ORM itself would apply."""
 
     def __init__(self, using: str) -> None:
         connection = connections[using]
@@ -36,9 +38,19 @@ class _GetStatement:
         def col(name: str) -> str:
             return q(meta.get_field(name).column)
 
-        self.sql = (
-            f"SELECT {col('value')}, {col('version')}, {col('updated_at')} FROM {q(meta.db_table)} "
-            f"WHERE {col('scope_key')} = %s AND {col('key')} = %s"
+        table, where = q(meta.db_table), f"WHERE {col('scope_key')} = %s AND {col('key')} = %s"
+        self.sql = f"SELECT {col('value')}, {col('version')}, {col('updated_at')} FROM {table} {where}"
+        # put's statements: read the version (row-locked where the database can), then insert or
+        # update it conditionally.
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+        self.version = f"SELECT {col('version')} FROM {table} {where}{lock}"
+        self.insert = (
+            f"INSERT INTO {table} ({col('scope_key')}, {col('key')}, {col('value')}, {col('version')}, "
+            f"{col('updated_at')}) VALUES (%s, %s, %s, %s, %s)"
+        )
+        self.update = (
+            f"UPDATE {table} SET {col('value')} = %s, {col('version')} = %s, {col('updated_at')} = %s "
+            f"{where} AND {col('version')} = %s"
         )
         column = meta.get_field("updated_at").get_col(meta.db_table)
         self.converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
@@ -96,18 +108,19 @@ class SqlKVStore(KVStore):
             try:
                 with transaction.atomic(using=self.using):
                     check_fence_in_transaction(fence, self.using, f"writing {name} in {scope}")
-                    row = self._rows(skey).select_for_update().filter(key=name)
-                    current = row.values_list("version", flat=True).first()
-                    actual = current or 0
+                    connection = connections[self.using]
+                    statement = _get_statement(self.using, connection.vendor)
+                    rows = execute(self.using, statement.version, [skey, name])
+                    actual = rows[0][0] if rows else 0
                     if expected is not None and expected != actual:
                         raise VersionConflict(
                             f"{name} in {scope} is at version {actual}, not {expected}; re-read it and retry",
                             expected=expected, actual=actual)
-                    if current is None:
-                        KVEntry.objects.using(self.using).create(scope_key=skey, key=name, value=value, version=1,
-                                                                 updated_at=now)
-                    elif not self._rows(skey).filter(key=name, version=actual).update(
-                            value=value, version=actual + 1, updated_at=now):
+                    when = connection.ops.adapt_datetimefield_value(now)
+                    if not rows:
+                        execute(self.using, statement.insert, [skey, name, value, 1, when])
+                    elif not execute_rowcount(self.using, statement.update,
+                                              [value, actual + 1, when, skey, name, actual]):
                         raise Raced
                 return KVItem(scope=scope, key=name, value=value, version=actual + 1, updated_at=now)
             except (Raced, IntegrityError):
