@@ -97,7 +97,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         self.user_id = str(user.pk)
         self.agent = agent
-        self.stream = ChatStream(conversation=self.conversation, agent=agent)
+        self.stream = ChatStream(conversation=self.conversation, agent=agent, post=self._post)
         self.outbox: asyncio.Queue = asyncio.Queue()
         await self.accept()
         self.sender = asyncio.create_task(self._send_loop(), name=f"chat-send-{conversation_id}")

@@ -12,9 +12,11 @@ through ``agents.chat.service``. All model and user text is escaped (``agents.ch
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -46,6 +48,9 @@ from agents.runtime.sizing import sized_config, model_window
 from agents.runtime.outcomes import CUT_OFF_KINDS, KIND_CONTENT_FILTERED, KIND_TURN_FAILED, KIND_TURN_STOPPED
 from agents.chat.rendering import dom_id, render_markdown
 from memory.messages import Message, ToolCall
+from memory.threads import run_blocking
+
+logger = logging.getLogger(__name__)
 
 FRAGMENTS = "chat/fragments.html"
 TOOL_PREVIEW_CHARS = 20000  # longer tool outputs are cut in the page (the session keeps them whole)
@@ -214,9 +219,14 @@ def status_fragment(text: str, state: str = "idle") -> str:
 
 
 class ChatStream:
-    """Renders one connection's turn events to OOB fragments (and records the meter)."""
+    """Renders one connection's turn events to OOB fragments (and records the meter).
 
-    def __init__(self, *, conversation: Conversation, agent: AgentNode | None) -> None:
+    ``post`` sends a fragment that is not the answer to an event: the conversation's new title,
+    which is written beside the turn instead of in front of its reply."""
+
+    def __init__(self, *, conversation: Conversation, agent: AgentNode | None, post: Callable[[str], None]) -> None:
+        self.post = post
+        self._background: set[asyncio.Task] = set()
         self.conversation = conversation
         self.agent = agent
         self.session = chat.session_of(conversation)
@@ -344,16 +354,24 @@ class ChatStream:
             return partial("message", m=message_view(message), pruned_url=self.pruned_url, oob=f"outerHTML:#{live}")
         html = partial("message", m=message_view(message), pruned_url=self.pruned_url)
         if message.role == "user":
-            new_title = await sync_to_async(chat.note_activity, thread_sensitive=True)(
-                conversation_id=self.conversation.pk, first_text=message.content
-            )
-            extra = ""
-            if new_title:
-                self.conversation.title = new_title
-                extra = partial("conversation_title", conversation=self.conversation, oob="true")
-                extra += partial("conversation_item", c=self.conversation, active=True, oob="true")
-            return append("messages", html) + extra
+            task = asyncio.create_task(self._note_activity(message.content), name=f"chat-activity-{self.conversation.pk}")
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         return append("messages", html)
+
+    async def _note_activity(self, first_text: str) -> None:
+        """Bump the conversation in the list and post its new title, if the message gave it one."""
+        try:
+            new_title = await run_blocking(chat.note_activity, conversation_id=self.conversation.pk, first_text=first_text)
+        except Exception:
+            logger.exception("could not note the activity of conversation %s", self.conversation.pk)
+            return
+        if new_title:
+            self.conversation.title = new_title
+            self.post(
+                partial("conversation_title", conversation=self.conversation, oob="true")
+                + partial("conversation_item", c=self.conversation, active=True, oob="true")
+            )
 
 
 def _tool_context(call: ToolCall, content: str | None, ok: bool | None, *, pruned: bool = False) -> dict:
