@@ -40,6 +40,7 @@ from memory.stores.sql_common import (
     Raced,
     column_text,
     database_errors,
+    execute,
     scope_key,
 )
 
@@ -161,9 +162,7 @@ class SqlArchiveStore(ArchiveStore):
         if limit is not None:
             sql += " LIMIT %s"
             params.append(check_int(limit, "limit", minimum=0))
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            found = cursor.fetchall()
+        found = execute(self.using, sql, params)
         documents = [summary_from_head(head) for _, head in found]
         missing = [pk for (pk, _), document in zip(found, documents, strict=True) if document is None]
         if missing:  # a head that did not decode as one (not written by document_to_record)
