@@ -12,30 +12,29 @@ from agents.llm.base import ChatModel
 from agents.llm.openai import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, OpenAIChatModel, redact_url
 
 
-def _env_float(name: str, default: float, *, minimum: float) -> float:
+def _shown(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _env_number(name: str, default: float, *, minimum: float, parse: type, what: str) -> float:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     try:
-        value = float(raw)
+        value = parse(raw)
     except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number of seconds.") from None
+        raise ImproperlyConfigured(f"{name}={raw!r} is not {what}.") from None
     if value < minimum:
-        raise ImproperlyConfigured(f"{name}={value:g} must be at least {minimum:g}.")
+        raise ImproperlyConfigured(f"{name}={_shown(value)} must be at least {_shown(minimum)}.")
     return value
+
+
+def _env_float(name: str, default: float, *, minimum: float) -> float:
+    return _env_number(name, default, minimum=minimum, parse=float, what="a number of seconds")
 
 
 def _env_int(name: str, default: int, *, minimum: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer.") from None
-    if value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
-    return value
+    return _env_number(name, default, minimum=minimum, parse=int, what="an integer")
 
 
 def _env_bool(name: str, default: bool) -> bool:
