@@ -43,7 +43,7 @@ from memory.scopes import SessionScope
 from memory.tokens import count_text
 
 if TYPE_CHECKING:
-    from agents.runtime.loop import ToolContext
+    from agents.runtime.context import ToolContext
     from agents.runtime.services import MemoryServices
 
 logger = logging.getLogger("agents.experience.supplement")

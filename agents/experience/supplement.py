@@ -36,7 +36,7 @@ from memory.assembly.xml import element, wrap
 from memory.tokens import count_text
 
 if TYPE_CHECKING:
-    from agents.runtime.loop import ToolContext
+    from agents.runtime.context import ToolContext
 
 logger = logging.getLogger("agents.experience.supplement")
 

@@ -23,7 +23,8 @@ from memory.scopes import SessionScope
 from memory.threads import run_blocking
 
 if TYPE_CHECKING:
-    from agents.runtime.loop import Runtime, ToolContext
+    from agents.runtime.context import ToolContext
+    from agents.runtime.loop import Runtime
     from agents.runtime.services import MemoryServices
 
 logger = logging.getLogger("agents.runtime.cleanup")

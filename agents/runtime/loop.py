@@ -16,8 +16,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -36,8 +35,10 @@ from agents.runtime.events import (
 )
 from agents.runtime.hooks import HookPoint, Installer, RuntimeHooks
 from agents.runtime.hooks import installers as registered_installers
+from agents.runtime.context import ToolContext
+from agents.runtime.leases import KeptLease
 from agents.runtime.outcomes import context_advice, failed_reply, reply_kind, stopped_reply
-from agents.runtime.sizing import input_limit, learn_window, probe_window, sized_agent
+from agents.runtime.sizing import learn_window, probe_window, sized_agent, too_long
 from agents.runtime.supplements import supplement_providers
 from agents.llm import (
     ChatModel,
@@ -54,12 +55,12 @@ from agents.runtime.tools.registry import compile_roster
 from agents.runtime.tools.scratchpad import RunScratchpad
 from memory.assembly.assembler import AssemblyError
 from memory.hooks import take_reorientation
-from memory.locks import Lease, LeaseBusy, LeaseLost, acquire_lease, release_lease, renew_lease
+from memory.locks import LeaseBusy, acquire_lease
 from memory.messages import Message, storable_message
 from memory.scopes import SessionScope
 from memory.stores.base import Fence, FencedOut
 from memory.text import StorableDeltas
-from memory.threads import run_blocking
+from memory.threads import run_blocking as _io
 from memory.tokens import count_text
 from memory.transcript import INTERRUPTED_RESULT, repair_transcript
 
@@ -81,27 +82,6 @@ class TurnBusy(Exception):
 
 class TurnRejected(ValueError):
     """The user's input cannot start a turn (empty, too long)."""
-
-
-@dataclass
-class ToolContext:
-    """What a tool may use while it runs: the run's agent, user, session and services."""
-
-    services: MemoryServices
-    runtime: Runtime
-    agent: Any  # agents.declarations.AgentNode
-    user_id: str
-    session: SessionScope
-    scratchpad: RunScratchpad
-    hooks: RuntimeHooks = field(default_factory=RuntimeHooks)  # the run's (Runtime.hooks_for)
-    depth: int = 0
-    subagent_sessions: list[SessionScope] = field(default_factory=list)
-    fence: Fence | None = None  # the turn lease's fencing token: every session write carries it
-
-
-async def _io(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """Run a (sync, possibly ORM-backed) store call off the event loop."""
-    return await run_blocking(fn, *args, **kwargs)
 
 
 class Runtime:
@@ -179,8 +159,7 @@ class Runtime:
         except LeaseBusy as exc:
             raise TurnBusy(f"a turn of this conversation is already running ({exc})") from None
         self._running.add(key)
-        held, stop, lost = [lease], asyncio.Event(), asyncio.Event()
-        keeper = asyncio.create_task(self._keep_lease(held, stop=stop, lost=lost), name=f"turn-lease-{key}")
+        kept = KeptLease(kv=self.services.bundle.kv, lease=lease, ttl=self.lease_ttl, name=f"turn-lease-{key}")
         ctx = ToolContext(
             services=self.services,
             runtime=self,
@@ -200,7 +179,7 @@ class Runtime:
                         if isinstance(event, TurnFinished):
                             final = event.message
                         yield event
-                        if lost.is_set() and not isinstance(event, TurnFinished | TurnFailed):
+                        if kept.lost.is_set() and not isinstance(event, TurnFinished | TurnFailed):
                             final = None
                             yield TurnFailed(error=TAKEN_OVER, kind="LeaseLost")
                             break
@@ -212,35 +191,10 @@ class Runtime:
                 yield TurnFailed(error=TAKEN_OVER, kind="LeaseLost")
         finally:
             self._running.discard(key)
-            stop.set()
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._end_lease(keeper, held))
+                await asyncio.shield(kept.end())
         if final is not None:
             await ctx.hooks.fire(HookPoint.AFTER_GRAPH, agent=agent, user_id=user_id, session=session, final=final)
-
-    async def _keep_lease(self, held: list[Lease], *, stop: asyncio.Event, lost: asyncio.Event) -> None:
-        """Renew the turn lease every third of its ttl until ``stop``; set ``lost`` if it was taken."""
-        interval = self.lease_ttl / 3
-        while True:
-            try:
-                await asyncio.wait_for(stop.wait(), interval)
-                return
-            except TimeoutError:
-                pass
-            try:
-                held.append(await _io(renew_lease, kv=self.services.bundle.kv, lease=held[-1], ttl=self.lease_ttl))
-            except LeaseLost:
-                logger.error("the turn lease of %s was taken over while the turn ran", held[-1].scope.key())
-                lost.set()
-                return
-            except Exception:  # a store hiccup: the lease still has two thirds of its ttl; retry
-                logger.warning("could not renew the turn lease of %s", held[-1].scope.key(), exc_info=True)
-
-    async def _end_lease(self, keeper: asyncio.Task, held: list[Lease]) -> None:
-        # The keeper is stopped, not cancelled: a cancel landing during a renewal would let the
-        # write finish unseen, and releasing an outdated version would leave the lease behind.
-        await keeper
-        await _io(release_lease, kv=self.services.bundle.kv, lease=held[-1])
 
     async def run_subagent(self, *, parent: ToolContext, node: Any, task: str) -> str:
         """Run ``node`` on ``task`` in a fresh session; clear that session when it finishes."""
@@ -432,28 +386,17 @@ class Runtime:
     def _refuse_oversized(self, agent: Any, text: str) -> None:
         """Refuse, before anything is stored, a message that cannot reach the model whole."""
         config = agent.memory_config
-        limit = input_limit(
-            config=config,
-            reply_reserve=self.services.assembler.reply_reserve(config),
-            instructions=agent.instructions or "",
-            tools=self.roster(agent).schemas(),
-        )
-        tokens = count_text(text)
-        if limit > 0 and tokens > limit:
-            raise TurnRejected(
-                f"the message is too long for the model's context window: {tokens} tokens, at most {limit} fit "
-                f"(a {config.context_window}-token window, less room for the reply, the instructions and the tools); "
-                "shorten it or split it into parts"
-            )
+        reason = too_long(text, config=config, reply_reserve=self.services.assembler.reply_reserve(config),
+                          instructions=agent.instructions or "", tools=self.roster(agent).schemas())
+        if reason:
+            raise TurnRejected(reason)
 
     async def _record_failure(
         self, session: SessionScope, builder: CompletionBuilder, error: str, fence: Fence | None = None
     ) -> list[Message]:
         """Answer the turn's user message: the partial reply the user saw, else a marked
         failed reply carrying ``error`` (agents.runtime.outcomes)."""
-        if builder.content or builder.reasoning_content:
-            return await self._keep_partial(session, builder, fence)
-        return await self._append(session, fence, [failed_reply(error)])
+        return await self._keep_partial(session, builder, fence) or await self._append(session, fence, [failed_reply(error)])
 
     async def _keep_partial(
         self, session: SessionScope, builder: CompletionBuilder, fence: Fence | None = None

@@ -112,3 +112,18 @@ def input_limit(*, config: MemoryConfig, reply_reserve: int, instructions: str, 
     negative when the fixed parts alone overflow (context assembly reports that case)."""
     fixed = count_text(instructions) + tools_tokens(tools) + 2 * MESSAGE_OVERHEAD + REPLY_PRIMING
     return config.context_window - reply_reserve - fixed
+
+
+def too_long(text: str, *, config: MemoryConfig, reply_reserve: int, instructions: str,
+             tools: list[dict[str, Any]]) -> str | None:
+    """Why ``text`` cannot reach the model whole beside the instructions, the tools and the
+    reply's room (``input_limit``); None when it fits."""
+    limit = input_limit(config=config, reply_reserve=reply_reserve, instructions=instructions, tools=tools)
+    tokens = count_text(text)
+    if limit > 0 and tokens > limit:
+        return (
+            f"the message is too long for the model's context window: {tokens} tokens, at most {limit} fit "
+            f"(a {config.context_window}-token window, less room for the reply, the instructions and the tools); "
+            "shorten it or split it into parts"
+        )
+    return None

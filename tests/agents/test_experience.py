@@ -23,7 +23,8 @@ from agents.experience.store import (
 )
 from agents.runtime.hooks import HookPoint
 from agents.llm import OfflineChatModel
-from agents.runtime.loop import Runtime, ToolContext
+from agents.runtime.context import ToolContext
+from agents.runtime.loop import Runtime
 from agents.runtime.services import build_services
 from agents.tasks import arun_recorded_tasks, review_experience, task_environment
 from agents.runtime.tools.scratchpad import RunScratchpad

@@ -24,7 +24,8 @@ from agents.experience.store import ExperienceStore, experience_scope
 from agents.llm import OfflineChatModel
 from agents.personal.tokens import create_token
 from agents.runtime import services as services_module
-from agents.runtime.loop import Runtime, ToolContext
+from agents.runtime.context import ToolContext
+from agents.runtime.loop import Runtime
 from agents.runtime.services import build_services
 from agents.runtime.tools.scratchpad import RunScratchpad
 from agents.tasks import TaskEnvironment, arun_recorded_tasks

@@ -17,7 +17,7 @@ from memory.messages import storable_json
 from memory.text import storable
 
 if TYPE_CHECKING:
-    from agents.runtime.loop import ToolContext
+    from agents.runtime.context import ToolContext
 
 logger = logging.getLogger("agents.runtime.tools")
 

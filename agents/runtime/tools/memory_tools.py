@@ -15,7 +15,7 @@ from memory.core_memory import CORE_FILES, CoreMemory, CoreMemoryError
 from memory.scopes import AgentScope, CompositeScope, UserScope
 
 if TYPE_CHECKING:
-    from agents.runtime.loop import ToolContext
+    from agents.runtime.context import ToolContext
 
 ARCHIVE_HITS = 5
 EXCERPT_CHARS = 600

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from agents.runtime.tools.base import Tool, ToolError
 
 if TYPE_CHECKING:
-    from agents.runtime.loop import ToolContext
+    from agents.runtime.context import ToolContext
 
 MAX_NOTES = 100
 MAX_NOTE_CHARS = 4000

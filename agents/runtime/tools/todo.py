@@ -16,7 +16,7 @@ from agents.runtime.tools.base import Tool, ToolError
 from memory.stores.base import MUST_NOT_EXIST, VersionConflict
 
 if TYPE_CHECKING:
-    from agents.runtime.loop import ToolContext
+    from agents.runtime.context import ToolContext
 
 TODO_KEY = "todo.json"
 MAX_ITEMS = 50

@@ -1,0 +1,31 @@
+"""``ToolContext``: what a tool may use while it runs (the type the tools and hooks take)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agents.runtime.hooks import RuntimeHooks
+from agents.runtime.services import MemoryServices
+from agents.runtime.tools.scratchpad import RunScratchpad
+from memory.scopes import SessionScope
+from memory.stores.base import Fence
+
+if TYPE_CHECKING:
+    from agents.runtime.loop import Runtime
+
+
+@dataclass
+class ToolContext:
+    """What a tool may use while it runs: the run's agent, user, session and services."""
+
+    services: MemoryServices
+    runtime: Runtime
+    agent: Any  # agents.declarations.AgentNode
+    user_id: str
+    session: SessionScope
+    scratchpad: RunScratchpad
+    hooks: RuntimeHooks = field(default_factory=RuntimeHooks)  # the run's (Runtime.hooks_for)
+    depth: int = 0
+    subagent_sessions: list[SessionScope] = field(default_factory=list)
+    fence: Fence | None = None  # the turn lease's fencing token: every session write carries it
