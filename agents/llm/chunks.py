@@ -11,12 +11,13 @@ OpenAI-compatible servers differ in small ways; this module accepts all of these
   chunk (the last one wins);
 * content in the same chunk as ``finish_reason``.
 
-Chunks arrive as SDK objects built without validation, so every field is type-checked here and
-anything impossible raises ``MalformedResponse``.
+Chunks arrive as decoded JSON (``agents.llm.sse``), unvalidated, so every field is type-checked
+here and anything impossible raises ``MalformedResponse``.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,10 +35,20 @@ class _PartialCall:
 
 
 def _field(obj: Any, name: str) -> Any:
-    """An attribute of an SDK object or a key of a dict, None when absent."""
+    """The ``name`` key of a JSON object, None when absent."""
     if isinstance(obj, dict):
         return obj.get(name)
-    return getattr(obj, name, None)
+    raise MalformedResponse(f"the endpoint sent {_json_type(obj)} where an object with {name!r} belongs")
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "text"
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return "a number" if isinstance(value, int | float) else type(value).__name__
 
 
 def _optional_str(value: Any, what: str) -> str | None:
@@ -66,6 +77,8 @@ class ChunkAssembler:
 
     def feed(self, chunk: Any) -> list[ModelEvent]:
         """Events for one chunk. Raises ``MalformedResponse`` on an impossible chunk."""
+        if not isinstance(chunk, dict):
+            raise MalformedResponse(f"the endpoint sent a stream chunk that is {_json_type(chunk)}, not an object")
         events: list[ModelEvent] = []
         usage = _field(chunk, "usage")
         if usage is not None:

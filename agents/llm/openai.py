@@ -21,12 +21,14 @@ import email.utils
 import json
 import logging
 import random
+import ssl
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import anyio
 import httpx2
 import openai
 
@@ -34,7 +36,7 @@ from agents.llm.base import ChatModel, ModelEvent
 from agents.llm.chunks import ChunkAssembler
 from agents.llm.classify import ErrorKind, classify, error_code, error_text, window_hint
 from agents.llm.scrub import scrub_secrets
-from agents.llm.sse import SSEErrorTransport
+from agents.llm.sse import event_data
 from agents.llm.errors import (
     ChatTemplateRejected,
     ContextLengthExceeded,
@@ -209,7 +211,7 @@ class OpenAIChatModel:
         if client is None:
             # Credentials of the base URL go as the Basic auth header they would become anyway,
             # and the URL without them: the HTTP client logs every request's URL.
-            transport = SSEErrorTransport(httpx2.AsyncHTTPTransport(limits=_CONNECTION_LIMITS))
+            transport = httpx2.AsyncHTTPTransport(limits=_CONNECTION_LIMITS)
             client = openai.AsyncOpenAI(
                 base_url=redact_url(self.base_url),
                 api_key=self._api_key,
@@ -272,15 +274,23 @@ class OpenAIChatModel:
                 await self._sleep(delay)
 
     async def _attempt(self, request: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+        # The SDK sends the request and raises its errors for a refused one; the streamed body
+        # is read here (agents.llm.sse says why).
         try:
-            sdk_stream = await self._client().chat.completions.create(**request)
+            opened = self._client().chat.completions.with_streaming_response.create(**request)
+            response = (await opened.__aenter__()).http_response
         except openai.OpenAIError as exc:
             translated = self._translate(exc, request.get("timeout", self.timeout))
             raise translated from translated.__cause__
         assembler = ChunkAssembler(source=f"the model {self.describe()}")
         started = False
         try:
-            async for chunk in sdk_stream:
+            async for data in _event_data(response):
+                if data.startswith("[DONE]"):
+                    break
+                chunk = json.loads(data)
+                if isinstance(chunk, dict) and chunk.get("error"):
+                    raise _stream_error(chunk["error"], response.request)
                 for event in assembler.feed(chunk):
                     started = True
                     yield event
@@ -295,7 +305,7 @@ class OpenAIChatModel:
             raise MalformedResponse(f"the endpoint sent a stream chunk that is not valid JSON: {exc}") from exc
         finally:
             # Runs on success, error, cancellation and early close alike: release the connection.
-            await sdk_stream.close()
+            await opened.__aexit__(None, None, None)
 
     # -- errors and backoff ------------------------------------------------------------------
 
@@ -390,6 +400,26 @@ class OpenAIChatModel:
             return retry_after if retry_after <= self.max_retry_after else None
         ceiling = min(self.backoff_max, self.backoff_base * 2**attempt)
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+
+
+async def _event_data(response: httpx2.Response) -> AsyncIterator[str]:
+    """The events' data of a streamed body; a transport failure while reading it raises the
+    SDK's error for it, as the SDK's own stream does."""
+    try:
+        async for data in event_data(response.aiter_bytes()):
+            yield data
+    except httpx2.TimeoutException as exc:
+        raise openai.APITimeoutError(request=response.request) from exc
+    except (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream) as exc:
+        raise openai.APIConnectionError(request=response.request) from exc
+
+
+def _stream_error(error: Any, request: httpx2.Request) -> openai.APIError:
+    """The SDK's error for an ``{"error": ...}`` event of a stream that began with 200 OK."""
+    message = error.get("message") if isinstance(error, dict) else None
+    if not message or not isinstance(message, str):
+        message = "An error occurred during streaming"
+    return openai.APIError(message=message, request=request, body=error)
 
 
 def _cause(exc: BaseException) -> str:

@@ -1,14 +1,22 @@
-"""An HTTP transport that makes non-standard SSE error lines visible to the ``openai`` SDK.
+"""Reading the event stream of a streamed chat completion: the ``data`` of each event, as text.
 
-llama.cpp's server reports an error that happens after it answered 200 OK (the prompt exceeds
-its context, its chat template raised) as an ``error: {...}`` line of the event stream, then
-``data: [DONE]``. ``error`` is not an SSE field, so a conforming parser (the SDK's) skips the
-line and the stream looks like a connection that closed early. This transport rewrites such a
-line into ``data: {"error": {...}}``, the form OpenAI itself uses, which the SDK raises as an
-``APIError`` carrying the body; ``agents.llm.openai`` then classifies it like an HTTP error.
+``agents.llm.openai`` sends the request with the ``openai`` SDK and reads the streamed body
+itself, through this module, instead of through the SDK's ``AsyncStream``. The SDK turns every
+chunk into a tree of model objects; a chunk carrying four characters costs about 150 µs that
+way, which caps a stream at ~6,000 deltas/s on this kind of machine, where ``json.loads`` of the
+same chunk costs a few µs. The chunk dicts go to ``agents.llm.chunks``, which checks every field
+it reads.
 
-Only ``text/event-stream`` responses are touched, line by line, without holding back any
-complete line (streaming latency is unchanged).
+Parsing follows the HTML event-stream rules the SDK's decoder follows: lines end with CRLF, LF
+or CR; a blank line dispatches the event; ``data`` lines of one event are joined by ``\\n``; a
+line starting with ``:`` is a comment; one space after the colon is dropped; an event left
+without its blank line when the body ends is discarded.
+
+One extension: llama.cpp's server reports an error that happens after it answered 200 OK (the
+prompt exceeds its context, its chat template raised) as an ``error: {...}`` line, then
+``data: [DONE]``. ``error`` is not an SSE field, so a conforming parser skips the line and the
+stream looks like a connection that closed early. Such a line is read as
+``data: {"error": {...}}``, the form OpenAI itself uses, so it is classified like an HTTP error.
 """
 
 from __future__ import annotations
@@ -16,9 +24,8 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 
-import httpx2
-
 _ERROR_FIELD = b"error:"
+_LINE_ENDS = (b"\n", b"\r")
 
 
 def rewrite_error_line(line: bytes) -> bytes:
@@ -39,45 +46,63 @@ def rewrite_error_line(line: bytes) -> bytes:
     return b"data: " + json.dumps({"error": payload}, ensure_ascii=False).encode()
 
 
-class _RewrittenStream(httpx2.AsyncByteStream):
-    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
-        self._inner = inner
+class EventReader:
+    """Feed it the body's bytes as they arrive; each ``feed`` returns the data of the events
+    those bytes completed. Raises ``UnicodeDecodeError`` on a data line that is not UTF-8."""
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        pending = b""
-        async for piece in self._inner:
-            pending += piece
-            cut = pending.rfind(b"\n")
-            if cut < 0:
-                continue
-            complete, pending = pending[: cut + 1], pending[cut + 1 :]
-            if _ERROR_FIELD in complete:
-                complete = b"\n".join(rewrite_error_line(line) for line in complete.split(b"\n"))
-            yield complete
-        if pending:
-            yield rewrite_error_line(pending)
+    def __init__(self) -> None:
+        self._pending = b""
+        self._data: list[str] = []
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+    def feed(self, piece: bytes) -> list[str]:
+        buffer = self._pending + piece if self._pending else piece
+        lines = buffer.splitlines(keepends=True)
+        # An unterminated last line waits for the rest. So does one ending in CR: its LF may be
+        # the first byte of the next piece, and CR LF is one line end, not two.
+        if lines and (not lines[-1].endswith(_LINE_ENDS) or lines[-1].endswith(b"\r")):
+            self._pending = lines.pop()
+        else:
+            self._pending = b""
+        events: list[str] = []
+        for line in lines:
+            event = self._line(line.rstrip(b"\r\n"))
+            if event is not None:
+                events.append(event)
+        return events
+
+    def close(self) -> list[str]:
+        """The events the body's last bytes completed (a last event without its blank line is
+        discarded, as the SDK does)."""
+        pending, self._pending = self._pending, b""
+        if not pending:
+            return []
+        event = self._line(pending.rstrip(b"\r\n"))
+        return [event] if event is not None else []
+
+    def _line(self, line: bytes) -> str | None:
+        if not line:
+            if not self._data:
+                return None
+            data, self._data = "\n".join(self._data), []
+            return data
+        if line.startswith(_ERROR_FIELD):
+            line = rewrite_error_line(line)
+        if not line.startswith(b"data"):
+            return None  # comments, event, id, retry and unknown fields
+        name, _, value = line.partition(b":")
+        if name != b"data":
+            return None
+        if value.startswith(b" "):
+            value = value[1:]
+        self._data.append(value.decode("utf-8"))
+        return None
 
 
-class SSEErrorTransport(httpx2.AsyncBaseTransport):
-    """Wraps ``inner`` (default: a plain ``AsyncHTTPTransport``); see the module docstring."""
-
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
-        self._inner = inner
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self._inner.handle_async_request(request)
-        if "text/event-stream" not in response.headers.get("content-type", ""):
-            return response
-        return httpx2.Response(
-            status_code=response.status_code,
-            headers=response.headers,
-            stream=_RewrittenStream(response.stream),
-            extensions=response.extensions,
-            request=request,
-        )
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+async def event_data(body: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The data of each event of ``body``, as it completes."""
+    reader = EventReader()
+    async for piece in body:
+        for data in reader.feed(piece):
+            yield data
+    for data in reader.close():
+        yield data

@@ -147,8 +147,15 @@ async def test_invalid_json_chunk_raises_malformed_response(fake_openai, make_mo
         chunk({"content": 42}),
         chunk({"tool_calls": [{"index": 0, "id": "c1", "function": {"arguments": "{}"}}]}, finish_reason="tool_calls"),
         chunk({"tool_calls": [{"index": "zero", "id": "c1", "function": {"name": "f"}}]}),
+        "[1, 2]",
+        {"choices": ["a choice"]},
+        {"choices": [{"index": 0, "delta": 7}]},
+        chunk({"tool_calls": ["a call"]}),
     ],
-    ids=["choices-not-a-list", "content-not-text", "tool-call-without-name", "index-not-int"],
+    ids=[
+        "choices-not-a-list", "content-not-text", "tool-call-without-name", "index-not-int",
+        "chunk-not-an-object", "choice-not-an-object", "delta-not-an-object", "tool-call-not-an-object",
+    ],
 )
 async def test_impossible_chunk_shapes_raise_malformed_response(fake_openai, make_model, bad_chunk):
     fake_openai.script(RawStream([bad_chunk]))
