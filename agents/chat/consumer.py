@@ -40,7 +40,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.chat import service as chat
 from agents.chat.fragments import ChatStream, composer_fragment, error_fragment, status_fragment
-from agents.runtime.events import ContentChunk, ReasoningChunk, TurnFailed, TurnFinished
+from agents.runtime.events import ContentChunk, ContextReady, ReasoningChunk, TurnFailed, TurnFinished
 from agents.runtime.loop import MAX_USER_CHARS, TurnBusy, TurnRejected
 from memory.text import storable
 
@@ -60,6 +60,8 @@ FOLLOW_POLL_SECONDS = 0.25
 #: next frame. Rendering and sending a frame costs more than the model takes per delta, so one
 #: frame per delta would fall behind a fast model. The first delta of a run goes out at once.
 TEXT_FRAME_SECONDS = 0.008
+#: How long a step's meter waits for the step's first text to go out first (_text_before_meter).
+METER_HOLD_SECONDS = 0.05
 EARLIER_TURN = "A reply started before this page loaded is still being written or tidied up…"
 EARLIER_TURN_ENDED = (
     "The reply that was being written when the page was left or reloaded has ended; what was written is shown above."
@@ -221,9 +223,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         pending: collections.deque = collections.deque()
         loop = asyncio.get_running_loop()
         text_sent = -TEXT_FRAME_SECONDS  # when the last text frame went out
+        held = None  # the meter that already let its step's first text go first
         while True:
             if not pending:
                 pending.append(await self.outbox.get())
+            if isinstance(pending[0], ContextReady) and pending[0] is not held:
+                held = pending[0]
+                await self._text_before_meter(pending)
             if isinstance(pending[0], _TEXT) and (wait := text_sent + TEXT_FRAME_SECONDS - loop.time()) > 0:
                 await asyncio.sleep(wait)
             while not self.outbox.empty():  # everything queued by now: chunks in it go as one frame
@@ -246,6 +252,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 with contextlib.suppress(Exception):
                     await self.send(text_data=error_fragment("A part of the reply could not be shown; reload the page to see it."))
             await asyncio.sleep(0)  # let the frame go out before the next one (STACK.md)
+
+    async def _text_before_meter(self, pending: collections.deque) -> None:
+        """``pending`` starts with a step's meter: the step's first text goes out before it,
+        if it is the next item or comes within METER_HOLD_SECONDS. Rendering the meter takes a
+        few milliseconds of this process; done first, it would run while the model's first
+        token is on its way and hold that token up."""
+        meter = pending.popleft()
+        while not self.outbox.empty():
+            pending.append(self.outbox.get_nowait())
+        if not pending:
+            with contextlib.suppress(TimeoutError):
+                pending.append(await asyncio.wait_for(self.outbox.get(), METER_HOLD_SECONDS))
+        if pending and isinstance(pending[0], _TEXT):
+            pending.insert(1, meter)
+        else:
+            pending.appendleft(meter)
 
 
 _TEXT = (ContentChunk, ReasoningChunk)

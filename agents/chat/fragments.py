@@ -13,6 +13,7 @@ through ``agents.chat.service``. All model and user text is escaped (``agents.ch
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -53,6 +54,8 @@ from memory.threads import run_blocking
 logger = logging.getLogger(__name__)
 
 FRAGMENTS = "chat/fragments.html"
+#: The new title and list bump wait at most this long for the reply's first text (ChatStream).
+ACTIVITY_DELAY_SECONDS = 0.5
 TOOL_PREVIEW_CHARS = 20000  # longer tool outputs are cut in the page (the session keeps them whole)
 # The one limit on a message, stated under the composer; the runtime refuses longer ones.
 LIMIT_CONTEXT = {"max_chars": MAX_USER_CHARS, "max_chars_label": f"{MAX_USER_CHARS:,}"}
@@ -222,11 +225,14 @@ class ChatStream:
     """Renders one connection's turn events to OOB fragments (and records the meter).
 
     ``post`` sends a fragment that is not the answer to an event: the conversation's new title,
-    which is written beside the turn instead of in front of its reply."""
+    which is written beside the turn instead of in front of its reply. It is written once the
+    reply's first text is on its way (or ACTIVITY_DELAY_SECONDS after the message, or when the
+    turn ends, whichever comes first), so it never competes with the first token."""
 
     def __init__(self, *, conversation: Conversation, agent: AgentNode | None, post: Callable[[str], None]) -> None:
         self.post = post
         self._background: set[asyncio.Task] = set()
+        self._replying = asyncio.Event()  # set when the reply's first text (or the turn's end) is rendered
         self.conversation = conversation
         self.agent = agent
         self.session = chat.session_of(conversation)
@@ -264,6 +270,7 @@ class ChatStream:
         if isinstance(event, MessageStored):
             return await self._stored(event.message)
         if isinstance(event, TurnStarted):
+            self._replying.clear()
             self._turn, self._live = uuid.uuid4().hex[:8], None
             self._shown_calls.clear()
             return composer_fragment(running=True) + status_fragment("Assembling the context…", "busy")
@@ -290,6 +297,7 @@ class ChatStream:
                 html += partial("pruned_link", pruned_url=self.pruned_url, catalogued=catalogued, oob="true")
             return html
         if isinstance(event, TurnFinished):
+            self._replying.set()
             self._live = None
             return status_fragment("Finishing…", "busy")
         if isinstance(event, TurnFailed):
@@ -301,6 +309,7 @@ class ChatStream:
         """The turn's task is over (sent only then, so the next message is never "busy").
         After a failed model call the stream is re-rendered from the session, which holds what
         the runtime kept of the cut-off reply, and the error follows it."""
+        self._replying.set()
         failure, self._failure = self._failure, None
         if failure is None:
             # The reply is whole now: "Reply so far" goes back to zero (the meter counts it in Messages).
@@ -314,6 +323,7 @@ class ChatStream:
     async def stopped(self) -> str:
         """After a stop: the stream re-rendered from the session (the partial reply with its
         note, interrupted tool calls closed), then a notice."""
+        self._replying.set()
         notice = partial("notice", kind="info", text="Stopped. What was written so far is kept in the conversation.")
         return await self.sync(running=False) + append("messages", notice) + status_fragment("Stopped.")
 
@@ -343,6 +353,7 @@ class ChatStream:
             self._live = f"live-{self._turn}-{uuid.uuid4().hex[:6]}"
             html = append("messages", partial("live_assistant", live_id=self._live))
             html += status_fragment("Writing…", "busy")
+            self._replying.set()
         return html + format_html('<div hx-swap-oob="beforeend:#{}-{}">{}</div>', self._live, part, text)
 
     async def _stored(self, message: Message) -> str:
@@ -361,6 +372,8 @@ class ChatStream:
 
     async def _note_activity(self, first_text: str) -> None:
         """Bump the conversation in the list and post its new title, if the message gave it one."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._replying.wait(), ACTIVITY_DELAY_SECONDS)
         try:
             new_title = await run_blocking(chat.note_activity, conversation_id=self.conversation.pk, first_text=first_text)
         except Exception:

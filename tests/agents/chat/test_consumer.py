@@ -267,8 +267,8 @@ async def test_a_turn_that_triggers_cleanup_shows_it_as_it_happens(conversation,
         first('class="msg user"'),
         first("Cleanup triggered"),
         first("Cleanup finished"),
+        first("beforeend:#live-"),  # the reply's first text goes out before the step's meter
         first('id="meter"'),
-        first("beforeend:#live-"),
         first("outerHTML:#live-"),
         first(IDLE),
     ]
@@ -404,3 +404,63 @@ def html_unescape(text: str) -> str:
     import html
 
     return html.unescape(text)
+
+
+# -- what goes out first ------------------------------------------------------------------------
+
+
+class SlowStart:
+    """The offline model, answering after ``delay`` seconds (a model slow to its first token)."""
+
+    def __init__(self, inner, delay: float) -> None:
+        self.inner, self.delay = inner, delay
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def stream(self, **request):
+        await asyncio.sleep(self.delay)
+        async for event in self.inner.stream(**request):
+            yield event
+
+
+def first_index(frames, needle: str) -> int:
+    return next(i for i, f in enumerate(frames) if needle in f)
+
+
+CONTENT = 'hx-swap-oob="beforeend:#live-'
+METER = 'id="meter"'
+TITLE = 'id="conversation-title"'
+
+
+async def test_the_first_text_goes_out_before_the_meter_and_the_title(conversation, owner, chat_runtime, monkeypatch):
+    # Generous waits, so that only the order is tested (an instant model answers well within them).
+    monkeypatch.setattr("agents.chat.consumer.METER_HOLD_SECONDS", 5.0)
+    monkeypatch.setattr("agents.chat.fragments.ACTIVITY_DELAY_SECONDS", 5.0)
+    comm = await connected(conversation, owner)
+    await send(comm, "a question that names the conversation")
+    frames = await receive_until(comm, IDLE)
+    content, meter, title = first_index(frames, CONTENT), first_index(frames, METER), first_index(frames, TITLE)
+    assert content < meter and content < title, "the reply's first text is not held up by the meter or the title"
+    assert "seg-messages" in frames[meter] and "a question that names" in frames[title]
+    await comm.disconnect()
+
+
+async def test_a_model_slow_to_its_first_token_holds_back_neither_meter_nor_title(conversation, owner, tmp_path, monkeypatch):
+    from agents.llm import OfflineChatModel
+    from agents.runtime.loop import Runtime
+    from agents.runtime.services import build_services
+
+    monkeypatch.setattr("agents.chat.consumer.METER_HOLD_SECONDS", 0.05)
+    monkeypatch.setattr("agents.chat.fragments.ACTIVITY_DELAY_SECONDS", 0.05)
+    services = build_services(backend="file", workspace=tmp_path / "slow", model=SlowStart(OfflineChatModel(), 1.0))
+    chat.set_runtime_for_tests(Runtime(services=services))
+    try:
+        comm = await connected(conversation, owner)
+        await send(comm, "a question that names the conversation")
+        frames = await receive_until(comm, IDLE)
+        content, meter, title = first_index(frames, CONTENT), first_index(frames, METER), first_index(frames, TITLE)
+        assert meter < content and title < content, "the meter and the title come while the model thinks"
+        await comm.disconnect()
+    finally:
+        chat.set_runtime_for_tests(None)
