@@ -1,0 +1,179 @@
+"""Where one chat turn's time goes before its first token: the streaming workload, traced.
+
+    .venv-bench/bin/python -m benchmarks.trace_turn [--quick]
+
+Runs ``workloads/streaming.py`` (fake OpenAI-compatible server, daphne, a WebSocket client)
+with daphne started through this module, which wraps a few functions of the running app to
+write a timestamp each time they are reached: the consumer receiving the message, the turn
+lease, each session append, each runtime event, the model request (the SDK's request
+building, the HTTP round trip to the response headers, the first streamed event) and each
+frame sent. It prints the streaming rows, then the median time of each step's first
+occurrence after the message arrived (warm-up turn excluded), and how long the message took
+from the client's send to the consumer. Nothing here is a benchmark figure: the wrappers cost
+a little themselves; it says where the time goes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+TRACE_ENV = "MODEX_TRACE_LOG"
+
+
+# -- inside daphne -----------------------------------------------------------------------------
+
+
+def _serve_traced(argv: list[str]) -> None:
+    log = open(os.environ[TRACE_ENV], "a", buffering=1)
+    start = [0.0]
+
+    def mark(what: str) -> None:
+        log.write(json.dumps([what, (time.perf_counter() - start[0]) * 1e3]) + "\n")
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "modex_web.settings")
+    django.setup()
+    import httpx2
+    import openai.resources.chat.completions.completions as sdk_completions
+
+    from agents.chat import consumer
+    from agents.llm import openai as adapter
+    from agents.runtime import loop
+
+    def around(owner, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        async def wrapped(*args, **kwargs):
+            mark(f"{label} start")
+            result = await inner(*args, **kwargs)
+            mark(f"{label} done")
+            return result
+
+        setattr(owner, name, wrapped)
+
+    receive = consumer.ChatConsumer.receive
+
+    async def traced_receive(self, text_data=None, bytes_data=None):
+        if text_data and '"message"' in text_data:
+            start[0] = time.perf_counter()
+            log.write(json.dumps(["@received", start[0]]) + "\n")
+            mark("message received")
+        return await receive(self, text_data, bytes_data)
+
+    send = consumer.ChatConsumer.send
+
+    async def traced_send(self, text_data=None, bytes_data=None, close=False):
+        text = text_data or ""
+        kind = "content" if '-content">' in text else "meter" if 'id="meter"' in text else text.strip()[:24]
+        mark(f"frame sent: {kind}")
+        return await send(self, text_data=text_data, bytes_data=bytes_data, close=close)
+
+    run_turn = loop.Runtime.run_turn
+
+    async def traced_run_turn(self, **kwargs):
+        async for event in run_turn(self, **kwargs):
+            mark(f"event {type(event).__name__}")
+            yield event
+
+    stream = adapter.OpenAIChatModel.stream
+
+    async def traced_stream(self, **kwargs):
+        mark("model request")
+        first = True
+        async for event in stream(self, **kwargs):
+            if first:
+                mark("model first event")
+                first = False
+            yield event
+
+    acquire = loop.acquire_lease
+
+    def traced_acquire(*args, **kwargs):
+        mark("lease start")
+        lease = acquire(*args, **kwargs)
+        mark("lease done")
+        return lease
+
+    consumer.ChatConsumer.receive = traced_receive
+    consumer.ChatConsumer.send = traced_send
+    loop.Runtime.run_turn = traced_run_turn
+    adapter.OpenAIChatModel.stream = traced_stream
+    loop.acquire_lease = traced_acquire
+    around(loop.Runtime, "_append", "append")
+    around(sdk_completions, "async_maybe_transform", "SDK request building")
+    around(httpx2.AsyncClient, "send", "HTTP to response headers")
+
+    from daphne.cli import CommandLineInterface
+
+    sys.argv = ["daphne", *argv]
+    CommandLineInterface.entrypoint()
+
+
+# -- the driver --------------------------------------------------------------------------------
+
+
+def main() -> None:
+    import tempfile
+
+    from websockets.asyncio.client import ClientConnection
+
+    from benchmarks.workloads import streaming
+
+    with tempfile.NamedTemporaryFile(prefix="modex-trace-", suffix=".log", delete=False) as created:
+        log_path = created.name
+    os.environ[TRACE_ENV] = log_path
+    popen = streaming.subprocess.Popen
+
+    def traced_popen(args, **kwargs):
+        if "daphne" in args:  # [python, -m, daphne, ...] -> [python, -m, benchmarks.trace_turn, --daphne, ...]
+            at = args.index("daphne")
+            args = [*args[:at], "benchmarks.trace_turn", "--daphne", *args[at + 1 :]]
+        return popen(args, **kwargs)
+
+    sends: list[float] = []
+    client_send = ClientConnection.send
+
+    async def traced_client_send(self, message, *args, **kwargs):
+        sends.append(time.perf_counter())  # CLOCK_MONOTONIC: comparable across processes here
+        return await client_send(self, message, *args, **kwargs)
+
+    streaming.subprocess.Popen = traced_popen
+    ClientConnection.send = traced_client_send
+    result = streaming.run(quick="--quick" in sys.argv)
+    for row in result.rows[:3]:
+        print(f"{row.metric}: Modex {row.modex:,.2f} {row.unit}, raw SDK {row.peer:,.2f} {row.unit}")
+
+    turns: list[dict[str, float]] = []
+    received: list[float] = []
+    with open(log_path) as lines:
+        for line in lines:
+            what, value = json.loads(line)
+            if what == "@received":
+                received.append(value)
+                turns.append({})
+            elif turns and what not in turns[-1]:
+                turns[-1][what] = value
+    os.unlink(log_path)
+    steps: dict[str, list[float]] = {}
+    for turn in turns[1:]:  # the first is the warm-up
+        for what, at in turn.items():
+            steps.setdefault(what, []).append(at)
+    print(f"\nmedian of {len(turns) - 1} turns, ms after the consumer received the message (first occurrence):")
+    for what, ats in sorted(steps.items(), key=lambda item: statistics.median(item[1])):
+        if statistics.median(ats) < 200:
+            print(f"  {statistics.median(ats):8.2f}  {what}")
+    inbound = [(r - s) * 1e3 for s, r in zip(sends[1:], received[1:], strict=False)]
+    if inbound:
+        print(f"client send -> consumer receive: median {statistics.median(inbound):.2f} ms")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--daphne":
+        _serve_traced(sys.argv[2:])
+    else:
+        main()
