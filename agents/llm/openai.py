@@ -275,10 +275,16 @@ class OpenAIChatModel:
 
     async def _attempt(self, request: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         # The SDK sends the request and raises its errors for a refused one; the streamed body
-        # is read here (agents.llm.sse says why).
+        # is read here (agents.llm.sse says why). The request goes through the client's plain
+        # ``post``: ``chat.completions.create`` first walks every message and tool schema against
+        # its typed parameters, about 10 ms for 40 messages and 8 tools, for JSON that is already
+        # the wire format.
+        body = {key: value for key, value in request.items() if key != "timeout"}
+        options: dict[str, Any] = {"timeout": request["timeout"]} if "timeout" in request else {}
         try:
-            opened = self._client().chat.completions.with_streaming_response.create(**request)
-            response = (await opened.__aenter__()).http_response
+            response = await self._client().post(
+                "/chat/completions", cast_to=httpx2.Response, body=body, options=options, stream=True
+            )
         except openai.OpenAIError as exc:
             translated = self._translate(exc, request.get("timeout", self.timeout))
             raise translated from translated.__cause__
@@ -305,7 +311,7 @@ class OpenAIChatModel:
             raise MalformedResponse(f"the endpoint sent a stream chunk that is not valid JSON: {exc}") from exc
         finally:
             # Runs on success, error, cancellation and early close alike: release the connection.
-            await opened.__aexit__(None, None, None)
+            await response.aclose()
 
     # -- errors and backoff ------------------------------------------------------------------
 

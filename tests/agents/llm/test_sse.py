@@ -90,3 +90,29 @@ async def test_every_delta_arrives_as_one_event_each(fake_openai, make_model):
     fake_openai.script(RawStream([chunk({"content": c}) for c in "abcdef"] + [chunk({}, finish_reason="stop")]))
     events = [event async for event in make_model().stream(messages=USER)]
     assert events[:6] == [ContentDelta(c) for c in "abcdef"] and events[-1] == Finish("stop")
+
+
+async def test_the_request_goes_on_the_wire_as_given(fake_openai, make_model):
+    """The request is posted as plain JSON (not through the SDK's typed ``create``): every
+    message field, tool schema and option arrives unchanged, and the key goes as a header."""
+    messages = [
+        {"role": "system", "content": "Be brief. ünïcode ✓"},
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "look it up",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "todo", "arguments": '{"a": 1}'}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]
+    tools = [{"type": "function", "function": {"name": "todo", "parameters": {"type": "object", "properties": {}}}}]
+    fake_openai.script(RawStream([chunk({"content": "ok"}), chunk({}, finish_reason="stop")]))
+    completion = await complete(make_model(), messages=messages, tools=tools, temperature=0.2, max_tokens=50, timeout=5)
+    assert completion.content == "ok"
+    [sent] = fake_openai.chat_requests
+    assert sent.path.endswith("/chat/completions") and sent.headers.get("authorization", "").startswith("Bearer ")
+    body = sent.json
+    assert body["messages"] == messages and body["tools"] == tools
+    assert (body["stream"], body["temperature"], body["max_tokens"]) == (True, 0.2, 50)
+    assert "timeout" not in body
