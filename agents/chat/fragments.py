@@ -297,7 +297,6 @@ class ChatStream:
                 html += partial("pruned_link", pruned_url=self.pruned_url, catalogued=catalogued, oob="true")
             return html
         if isinstance(event, TurnFinished):
-            self._replying.set()
             self._live = None
             return status_fragment("Finishing…", "busy")
         if isinstance(event, TurnFailed):

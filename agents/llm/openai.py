@@ -21,14 +21,12 @@ import email.utils
 import json
 import logging
 import random
-import ssl
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-import anyio
 import httpx2
 import openai
 
@@ -36,7 +34,7 @@ from agents.llm.base import ChatModel, ModelEvent
 from agents.llm.chunks import ChunkAssembler
 from agents.llm.classify import ErrorKind, classify, error_code, error_text, window_hint
 from agents.llm.scrub import scrub_secrets
-from agents.llm.sse import event_data
+from agents.llm.sse import stream_chunks
 from agents.llm.errors import (
     ChatTemplateRejected,
     ContextLengthExceeded,
@@ -274,8 +272,8 @@ class OpenAIChatModel:
                 await self._sleep(delay)
 
     async def _attempt(self, request: dict[str, Any]) -> AsyncIterator[ModelEvent]:
-        # The SDK sends the request and raises its errors for a refused one; the streamed body
-        # is read here (agents.llm.sse says why). The request goes through the client's plain
+        # The SDK sends the request and raises its errors for a refused one; agents.llm.sse
+        # reads the streamed body (and says why). The request goes through the client's plain
         # ``post``: ``chat.completions.create`` first walks every message and tool schema against
         # its typed parameters, about 10 ms for 40 messages and 8 tools, for JSON that is already
         # the wire format.
@@ -291,12 +289,7 @@ class OpenAIChatModel:
         assembler = ChunkAssembler(source=f"the model {self.describe()}")
         started = False
         try:
-            async for data in _event_data(response):
-                if data.startswith("[DONE]"):
-                    break
-                chunk = json.loads(data)
-                if isinstance(chunk, dict) and chunk.get("error"):
-                    raise _stream_error(chunk["error"], response.request)
+            async for chunk in stream_chunks(response):
                 for event in assembler.feed(chunk):
                     started = True
                     yield event
@@ -406,26 +399,6 @@ class OpenAIChatModel:
             return retry_after if retry_after <= self.max_retry_after else None
         ceiling = min(self.backoff_max, self.backoff_base * 2**attempt)
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
-
-
-async def _event_data(response: httpx2.Response) -> AsyncIterator[str]:
-    """The events' data of a streamed body; a transport failure while reading it raises the
-    SDK's error for it, as the SDK's own stream does."""
-    try:
-        async for data in event_data(response.aiter_bytes()):
-            yield data
-    except httpx2.TimeoutException as exc:
-        raise openai.APITimeoutError(request=response.request) from exc
-    except (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream) as exc:
-        raise openai.APIConnectionError(request=response.request) from exc
-
-
-def _stream_error(error: Any, request: httpx2.Request) -> openai.APIError:
-    """The SDK's error for an ``{"error": ...}`` event of a stream that began with 200 OK."""
-    message = error.get("message") if isinstance(error, dict) else None
-    if not message or not isinstance(message, str):
-        message = "An error occurred during streaming"
-    return openai.APIError(message=message, request=request, body=error)
 
 
 def _cause(exc: BaseException) -> str:

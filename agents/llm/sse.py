@@ -1,4 +1,4 @@
-"""Reading the event stream of a streamed chat completion: the ``data`` of each event, as text.
+"""Reading the event stream of a streamed chat completion: its chunks, as decoded JSON.
 
 ``agents.llm.openai`` sends the request with the ``openai`` SDK and reads the streamed body
 itself, through this module, instead of through the SDK's ``AsyncStream``. The SDK turns every
@@ -22,7 +22,13 @@ stream looks like a connection that closed early. Such a line is read as
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx2
+import openai
 
 _ERROR_FIELD = b"error:"
 _LINE_ENDS = (b"\n", b"\r")
@@ -106,3 +112,29 @@ async def event_data(body: AsyncIterator[bytes]) -> AsyncIterator[str]:
             yield data
     for data in reader.close():
         yield data
+
+
+async def stream_chunks(response: httpx2.Response) -> AsyncIterator[Any]:
+    """The decoded chunks of a streamed chat completion, up to ``[DONE]``. Raises what the SDK's
+    own stream raises: ``APIError`` for an ``{"error": ...}`` event (the stream began with 200
+    OK), ``APITimeoutError`` / ``APIConnectionError`` when reading the body fails; and
+    ``json.JSONDecodeError`` / ``UnicodeDecodeError`` for an event that is not JSON."""
+    try:
+        async for data in event_data(response.aiter_bytes()):
+            if data.startswith("[DONE]"):
+                return
+            chunk = json.loads(data)
+            if isinstance(chunk, dict) and chunk.get("error"):
+                raise _stream_error(chunk["error"], response.request)
+            yield chunk
+    except httpx2.TimeoutException as exc:
+        raise openai.APITimeoutError(request=response.request) from exc
+    except (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream) as exc:
+        raise openai.APIConnectionError(request=response.request) from exc
+
+
+def _stream_error(error: Any, request: httpx2.Request) -> openai.APIError:
+    message = error.get("message") if isinstance(error, dict) else None
+    if not message or not isinstance(message, str):
+        message = "An error occurred during streaming"
+    return openai.APIError(message=message, request=request, body=error)

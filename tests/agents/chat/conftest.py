@@ -64,8 +64,9 @@ def chat_bot(tmp_path: Path, settings) -> Path:
 def make_runtime(tmp_path: Path, chat_bot):
     made: list[Runtime] = []
 
-    def make(*, chunk_delay: float = 0.0, backend: str = "file") -> Runtime:
-        services = build_services(backend=backend, workspace=tmp_path / "ws", model=OfflineChatModel(chunk_delay=chunk_delay))
+    def make(*, chunk_delay: float = 0.0, backend: str = "file", model=None) -> Runtime:
+        model = model or OfflineChatModel(chunk_delay=chunk_delay)
+        services = build_services(backend=backend, workspace=tmp_path / "ws", model=model)
         runtime = Runtime(services=services)
         chat.set_runtime_for_tests(runtime)
         made.append(runtime)

@@ -446,21 +446,15 @@ async def test_the_first_text_goes_out_before_the_meter_and_the_title(conversati
     await comm.disconnect()
 
 
-async def test_a_model_slow_to_its_first_token_holds_back_neither_meter_nor_title(conversation, owner, tmp_path, monkeypatch):
+async def test_a_model_slow_to_its_first_token_holds_back_neither_meter_nor_title(conversation, owner, make_runtime, monkeypatch):
     from agents.llm import OfflineChatModel
-    from agents.runtime.loop import Runtime
-    from agents.runtime.services import build_services
 
     monkeypatch.setattr("agents.chat.consumer.METER_HOLD_SECONDS", 0.05)
     monkeypatch.setattr("agents.chat.fragments.ACTIVITY_DELAY_SECONDS", 0.05)
-    services = build_services(backend="file", workspace=tmp_path / "slow", model=SlowStart(OfflineChatModel(), 1.0))
-    chat.set_runtime_for_tests(Runtime(services=services))
-    try:
-        comm = await connected(conversation, owner)
-        await send(comm, "a question that names the conversation")
-        frames = await receive_until(comm, IDLE)
-        content, meter, title = first_index(frames, CONTENT), first_index(frames, METER), first_index(frames, TITLE)
-        assert meter < content and title < content, "the meter and the title come while the model thinks"
-        await comm.disconnect()
-    finally:
-        chat.set_runtime_for_tests(None)
+    make_runtime(model=SlowStart(OfflineChatModel(), 1.0))
+    comm = await connected(conversation, owner)
+    await send(comm, "a question that names the conversation")
+    frames = await receive_until(comm, IDLE)
+    content, meter, title = first_index(frames, CONTENT), first_index(frames, METER), first_index(frames, TITLE)
+    assert meter < content and title < content, "the meter and the title come while the model thinks"
+    await comm.disconnect()
