@@ -264,9 +264,9 @@ class ChatStream:
             history = await chat.arecord_context(session=self.session, event=event)
             self._total, self._window = event.total_tokens, event.window
             meter = meter_view(sections=event.sections, total=event.total_tokens, window=event.window, threshold=event.threshold)
-            return partial("meter", meter=meter, oob="true") + partial("chart", chart=chart_view(history), oob="true") + status_fragment(
-                "Thinking…", "busy"
-            )
+            html = partial("meter", meter=meter, oob="true") + partial("chart", chart=chart_view(history), oob="true")
+            # The meter may follow the step's first text (consumer._text_before_meter): "Writing…" stays.
+            return html if self._live is not None else html + status_fragment("Thinking…", "busy")
         if isinstance(event, MessageStored):
             return await self._stored(event.message)
         if isinstance(event, TurnStarted):

@@ -443,6 +443,7 @@ async def test_the_first_text_goes_out_before_the_meter_and_the_title(conversati
     content, meter, title = first_index(frames, CONTENT), first_index(frames, METER), first_index(frames, TITLE)
     assert content < meter and content < title, "the reply's first text is not held up by the meter or the title"
     assert "seg-messages" in frames[meter] and "a question that names" in frames[title]
+    assert "Thinking…" not in frames[meter], 'a meter after the first text leaves the status at "Writing…"'
     await comm.disconnect()
 
 
