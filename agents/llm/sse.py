@@ -21,6 +21,7 @@ stream looks like a connection that closed early. Such a line is read as
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -32,6 +33,11 @@ import openai
 
 _ERROR_FIELD = b"error:"
 _LINE_ENDS = (b"\n", b"\r")
+
+#: What is read after ``[DONE]`` so the connection can serve the next request: normally only
+#: the body's end, which follows at once. A server that sends more, or stalls, is cut off there.
+DRAIN_SECONDS = 0.25
+DRAIN_BYTES = 64 * 1024
 
 
 def rewrite_error_line(line: bytes) -> bytes:
@@ -119,9 +125,11 @@ async def stream_chunks(response: httpx2.Response) -> AsyncIterator[Any]:
     own stream raises: ``APIError`` for an ``{"error": ...}`` event (the stream began with 200
     OK), ``APITimeoutError`` / ``APIConnectionError`` when reading the body fails; and
     ``json.JSONDecodeError`` / ``UnicodeDecodeError`` for an event that is not JSON."""
+    body = response.aiter_bytes()
     try:
-        async for data in event_data(response.aiter_bytes()):
+        async for data in event_data(body):
             if data.startswith("[DONE]"):
+                await _drain(body)
                 return
             chunk = json.loads(data)
             if isinstance(chunk, dict) and chunk.get("error"):
@@ -131,6 +139,25 @@ async def stream_chunks(response: httpx2.Response) -> AsyncIterator[Any]:
         raise openai.APITimeoutError(request=response.request) from exc
     except (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream) as exc:
         raise openai.APIConnectionError(request=response.request) from exc
+
+
+async def _drain(body: AsyncIterator[bytes]) -> None:
+    """Read the body to its end after ``[DONE]``, within ``DRAIN_SECONDS`` and ``DRAIN_BYTES``.
+
+    A streamed response closed before its end takes its connection with it, so every model
+    call would open a new one (and, over HTTPS, shake hands again). Read to the end, the
+    connection goes back to the client's pool. The answer is complete by now: a failure here
+    only means the connection is closed instead of reused.
+    """
+    left = DRAIN_BYTES
+    try:
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for piece in body:
+                left -= len(piece)
+                if left < 0:
+                    return
+    except (TimeoutError, httpx2.HTTPError, ssl.SSLError, anyio.EndOfStream, OSError):
+        return
 
 
 def _stream_error(error: Any, request: httpx2.Request) -> openai.APIError:

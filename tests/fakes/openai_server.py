@@ -108,6 +108,7 @@ class FakeOpenAIServer:
         self.requests: list[RecordedRequest] = []  # POSTs, in order
         self.get_requests: list[RecordedRequest] = []  # metadata reads (GET /v1/models, /props)
         self.disconnects = 0
+        self.connections = 0  # TCP connections accepted (a client reusing one opens no other)
         self.responder: Callable[[RecordedRequest], Any] | None = None
         #: ``GET /v1/models`` entries (add e.g. ``max_model_len`` as vLLM does); ``props`` is
         #: llama.cpp's ``GET /props`` body (None: 404).
@@ -190,6 +191,11 @@ class _Handler(BaseHTTPRequestHandler):
     @property
     def fake(self) -> FakeOpenAIServer:
         return self.server.fake  # type: ignore[attr-defined]
+
+    def setup(self) -> None:
+        super().setup()
+        with self.fake._lock:
+            self.fake.connections += 1
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -4,6 +4,7 @@ servers send."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -11,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.llm import ContentDelta, Finish, complete
+from agents.llm import sse
 from agents.llm.sse import EventReader
-from tests.fakes.openai_server import RawStream, SSELine, chunk
+from tests.fakes.openai_server import Pause, RawStream, SSELine, chunk
 
 USER = [{"role": "user", "content": "hi"}]
 
@@ -116,3 +118,41 @@ async def test_the_request_goes_on_the_wire_as_given(fake_openai, make_model):
     assert body["messages"] == messages and body["tools"] == tools
     assert (body["stream"], body["temperature"], body["max_tokens"]) == (True, 0.2, 50)
     assert "timeout" not in body
+
+
+# -- the connection after [DONE] ---------------------------------------------------------------
+
+
+def answer(text: str, *after) -> RawStream:
+    """``text`` as one delta, ``[DONE]``, then ``after`` (before the body ends)."""
+    return RawStream([chunk({"content": text}), chunk({}, finish_reason="stop"), "[DONE]", *after], done=False)
+
+
+async def test_consecutive_calls_reuse_one_connection(fake_openai, make_model):
+    """The body is read to its end after ``[DONE]``, so the connection goes back to the pool:
+    the second call opens none (over HTTPS, no second handshake)."""
+    model = make_model()
+    fake_openai.script(answer("one"), answer("two"))
+    assert (await complete(model, messages=USER)).content == "one"
+    assert (await complete(model, messages=USER)).content == "two"
+    assert fake_openai.connections == 1
+
+
+async def test_a_server_that_stalls_after_done_does_not_hold_the_answer(fake_openai, make_model):
+    """The answer ends at ``[DONE]``: a body that does not end after it is given DRAIN_SECONDS,
+    then its connection is dropped; the next call opens a new one and works."""
+    model = make_model()
+    fake_openai.script(answer("held", Pause(30)), answer("next"))
+    completion = await asyncio.wait_for(complete(model, messages=USER), timeout=10)
+    assert completion.content == "held" and completion.finish_reason == "stop"
+    assert (await complete(model, messages=USER)).content == "next"
+    assert fake_openai.connections == 2
+
+
+async def test_a_server_that_keeps_sending_after_done_is_cut_off(fake_openai, make_model, monkeypatch):
+    monkeypatch.setattr(sse, "DRAIN_BYTES", 1024)
+    model = make_model()
+    fake_openai.script(answer("done", *[SSELine(": " + "x" * 200)] * 50), answer("next"))
+    assert (await complete(model, messages=USER)).content == "done"
+    assert (await complete(model, messages=USER)).content == "next"
+    assert fake_openai.connections == 2
