@@ -5,12 +5,13 @@
 Runs ``workloads/streaming.py`` (fake OpenAI-compatible server, daphne, a WebSocket client)
 with daphne started through this module, which wraps a few functions of the running app to
 write a timestamp each time they are reached: the consumer receiving the message, the turn
-lease, each session append, each runtime event, the model request (the SDK's request
-building, the HTTP round trip to the response headers, the first streamed event) and each
-frame sent. It prints the streaming rows, then the median time of each step's first
-occurrence after the message arrived (warm-up turn excluded), and how long the message took
-from the client's send to the consumer. Nothing here is a benchmark figure: the wrappers cost
-a little themselves; it says where the time goes.
+lease, the tail repair check, each session append, the context assembly, each runtime event,
+the model request (the HTTP round trip to the response headers, the first streamed event) and
+each frame sent and written to daphne's socket. It prints the streaming rows, then the median
+time of each step's first occurrence after the message arrived (warm-up turn excluded), how
+long the message took from the client's send to the consumer, and how long each kind of frame
+took from the consumer's send to the client's read. Nothing here is a benchmark figure: the
+wrappers cost a little themselves; it says where the time goes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ import sys
 import time
 
 TRACE_ENV = "MODEX_TRACE_LOG"
+
+
+def _kind(text: str) -> str:
+    return "content" if '-content">' in text else "meter" if 'id="meter"' in text else text.strip()[:24]
 
 
 # -- inside daphne -----------------------------------------------------------------------------
@@ -39,7 +44,6 @@ def _serve_traced(argv: list[str]) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "modex_web.settings")
     django.setup()
     import httpx2
-    import openai.resources.chat.completions.completions as sdk_completions
 
     from agents.chat import consumer
     from agents.llm import openai as adapter
@@ -68,9 +72,7 @@ def _serve_traced(argv: list[str]) -> None:
     send = consumer.ChatConsumer.send
 
     async def traced_send(self, text_data=None, bytes_data=None, close=False):
-        text = text_data or ""
-        kind = "content" if '-content">' in text else "meter" if 'id="meter"' in text else text.strip()[:24]
-        mark(f"frame sent: {kind}")
+        mark(f"frame sent: {_kind(text_data or '')}")
         return await send(self, text_data=text_data, bytes_data=bytes_data, close=close)
 
     run_turn = loop.Runtime.run_turn
@@ -99,13 +101,27 @@ def _serve_traced(argv: list[str]) -> None:
         mark("lease done")
         return lease
 
+    from twisted.internet import tcp
+
+    write_some = tcp.Connection.writeSomeData
+
+    def traced_write_some(self, data):  # the frame reaching daphne's socket (header bytes skipped)
+        text = bytes(data[:4000]).decode("utf-8", "replace")
+        mark(f"socket write: {_kind(text[text.find('<'):])}")
+        return write_some(self, data)
+
+    tcp.Connection.writeSomeData = traced_write_some
     consumer.ChatConsumer.receive = traced_receive
     consumer.ChatConsumer.send = traced_send
     loop.Runtime.run_turn = traced_run_turn
     adapter.OpenAIChatModel.stream = traced_stream
     loop.acquire_lease = traced_acquire
     around(loop.Runtime, "_append", "append")
-    around(sdk_completions, "async_maybe_transform", "SDK request building")
+    around(loop.Runtime, "_repair_tail", "tail repair check")
+    around(loop.Runtime, "_assemble", "assembly")
+    from memory.assembly.assembler import ContextAssembler
+
+    around(ContextAssembler, "aassemble", "assembler")
     around(httpx2.AsyncClient, "send", "HTTP to response headers")
 
     from daphne.cli import CommandLineInterface
@@ -138,12 +154,23 @@ def main() -> None:
     sends: list[float] = []
     client_send = ClientConnection.send
 
+    reads: list[list[tuple[str, float]]] = []  # per turn: (kind, when) of each frame read
+    client_recv = ClientConnection.recv
+
     async def traced_client_send(self, message, *args, **kwargs):
         sends.append(time.perf_counter())  # CLOCK_MONOTONIC: comparable across processes here
+        reads.append([])
         return await client_send(self, message, *args, **kwargs)
+
+    async def traced_client_recv(self, *args, **kwargs):
+        frame = await client_recv(self, *args, **kwargs)
+        if isinstance(frame, str) and reads:
+            reads[-1].append((_kind(frame), time.perf_counter()))
+        return frame
 
     streaming.subprocess.Popen = traced_popen
     ClientConnection.send = traced_client_send
+    ClientConnection.recv = traced_client_recv
     result = streaming.run(quick="--quick" in sys.argv)
     for row in result.rows[:3]:
         print(f"{row.metric}: Modex {row.modex:,.2f} {row.unit}, raw SDK {row.peer:,.2f} {row.unit}")
@@ -170,6 +197,15 @@ def main() -> None:
     inbound = [(r - s) * 1e3 for s, r in zip(sends[1:], received[1:], strict=False)]
     if inbound:
         print(f"client send -> consumer receive: median {statistics.median(inbound):.2f} ms")
+    outbound: dict[str, list[float]] = {}  # each kind's first frame of a turn: consumer send -> client read
+    for frames, r, turn in zip(reads[1:], received[1:], turns[1:], strict=False):
+        seen = set()
+        for kind, at in frames:
+            if kind not in seen and f"frame sent: {kind}" in turn:
+                seen.add(kind)
+                outbound.setdefault(kind, []).append((at - r) * 1e3 - turn[f"frame sent: {kind}"])
+    for kind, delays in outbound.items():
+        print(f"frame sent -> read by the client ({kind}): median {statistics.median(delays):.2f} ms")
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
 MAX_USER_CHARS = 32000  # the one limit on a user message, in characters (code points); the composer states it
 STOPPED_NOTE = "[stopped before the answer was complete]"
 STREAM_YIELD_SECONDS = 0.002  # while streaming, the turn yields to the event loop at least this often
+EAGER_YIELDS = 4  # ... and after each of a model call's first chunks (its first frame is written then)
 TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
 
 
@@ -324,6 +325,7 @@ class Runtime:
         deltas = StorableDeltas()
         clock = asyncio.get_running_loop().time
         pause_at = 0.0  # the first chunk yields at once
+        eager = EAGER_YIELDS
         try:
             async for event in events:
                 if isinstance(event, ContentDelta | ReasoningDelta):
@@ -336,10 +338,14 @@ class Runtime:
                     yield ContentChunk(text=event.text, completion_tokens=completion_tokens)
                 elif isinstance(event, ReasoningDelta):
                     yield ReasoningChunk(text=event.text)
-                if clock() >= pause_at:
+                if eager or clock() >= pause_at:
                     # Let the socket send what is queued (STACK.md): a model whose deltas are
                     # already buffered would otherwise be read to the end first. Every few ms,
-                    # not per delta: the relay sends text at most that often anyway.
+                    # not per delta: the relay sends text at most that often anyway. The
+                    # first chunks yield one by one: the first frame is rendered and sent in
+                    # one pass of the event loop and written to the socket in the next, which
+                    # would otherwise each wait behind a slice of reading.
+                    eager = max(0, eager - 1)
                     await asyncio.sleep(0)
                     pause_at = clock() + STREAM_YIELD_SECONDS
             for channel, chunk in ((ContentDelta, ContentChunk), (ReasoningDelta, ReasoningChunk)):

@@ -11,7 +11,7 @@ import pytest
 
 from agents.declarations import load_declaration
 from agents.runtime.events import CleanupDone, CleanupStarted, ContentChunk, ContextReady, ToolFinished, TurnFailed, TurnFinished
-from agents.llm import OfflineChatModel
+from agents.llm import ContentDelta, Finish, OfflineChatModel
 from agents.llm.openai import OpenAIChatModel
 from agents.runtime.loop import Runtime, TurnBusy, TurnRejected
 from agents.runtime.services import build_services
@@ -259,6 +259,48 @@ async def test_cancel_mid_stream_keeps_what_was_shown(tmp_path, backend, fake_op
     validate_transcript(stored)
     assert stored[-1].role == "assistant" and stored[-1].content.startswith("word")
     assert "[stopped" in stored[-1].content
+
+
+class BufferedModel:
+    """A model whose whole reply is already there (a fast server, its body read in one piece):
+    its stream never waits, so only the runtime lets the event loop run while it is read."""
+
+    name = "buffered"
+
+    def describe(self) -> str:
+        return "a buffered reply"
+
+    async def stream(self, *, messages, tools=None, **options):
+        for piece in ["Hello", " there", ", how", " are", " you", " doing", " today", "?"]:
+            yield ContentDelta(piece)
+        yield Finish("stop")
+
+
+async def test_the_first_chunks_of_a_reply_each_let_the_event_loop_run(tmp_path, backend):
+    """The first frame of a reply is rendered and sent in one pass of the event loop and written
+    to the socket in the next; a turn reading a buffered reply would hold both up for a slice of
+    reading each. It yields after each of its first chunks (EAGER_YIELDS of them, at least the
+    two passes the first frame needs, and a margin)."""
+    runtime, _ = make_runtime(tmp_path, backend, BufferedModel())
+    passes = 0
+
+    async def count_passes():
+        nonlocal passes
+        while True:
+            await asyncio.sleep(0)
+            passes += 1
+
+    counter = asyncio.create_task(count_passes())
+    seen = []
+    try:
+        async for event in runtime.run_turn(agent=agent_node(), user_id="7", session=SessionScope("eager"), text="hi"):
+            if isinstance(event, ContentChunk):
+                seen.append(passes)
+    finally:
+        counter.cancel()
+    first = seen[:4]
+    assert len(first) == 4
+    assert all(later > earlier for earlier, later in zip(first, first[1:], strict=False))
 
 
 async def test_a_crash_mid_chain_is_repaired_before_the_next_call(tmp_path, backend, fake_openai):
