@@ -5,9 +5,10 @@
 Runs ``workloads/streaming.py`` (fake OpenAI-compatible server, daphne, a WebSocket client)
 with daphne started through this module, which wraps a few functions of the running app to
 write a timestamp each time they are reached: the consumer receiving the message, the turn
-lease, the tail repair check, each session append, the context assembly, each runtime event,
-the model request (the HTTP round trip to the response headers, the first streamed event) and
-each frame sent and written to daphne's socket. It prints the streaming rows, then the median
+lease, the turn's first write (tail repair check and user message), each later session
+append, the context assembly, each runtime event, the model request (the HTTP round trip to
+the response headers, the first streamed event) and each frame sent and written to daphne's
+socket. It prints the streaming rows, then the median
 time of each step's first occurrence after the message arrived (warm-up turn excluded), how
 long the message took from the client's send to the consumer, and how long each kind of frame
 took from the consumer's send to the client's read. Nothing here is a benchmark figure: the
@@ -117,7 +118,7 @@ def _serve_traced(argv: list[str]) -> None:
     adapter.OpenAIChatModel.stream = traced_stream
     loop.acquire_lease = traced_acquire
     around(loop.Runtime, "_append", "append")
-    around(loop.Runtime, "_repair_tail", "tail repair check")
+    around(loop.Runtime, "_open", "tail repair check and user message stored")
     around(loop.Runtime, "_assemble", "assembly")
     from memory.assembly.assembler import ContextAssembler
 

@@ -77,6 +77,16 @@ EAGER_YIELDS = 4  # ... and after each of a model call's first chunks (its first
 TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
 
 
+def _missing_results(tail: list[Message], session: SessionScope) -> list[Message]:
+    """Synthetic results for the calls at the end of ``tail`` that have none (a crashed turn)."""
+    repaired, repairs = repair_transcript(tail)
+    added = [r for r in repairs if r.action == "added_result" and r.position == len(tail)]
+    if not added:
+        return []
+    logger.warning("repairing %d interrupted tool call(s) in %s", len(added), session.key())
+    return repaired[len(repaired) - len(added) :]
+
+
 class TurnBusy(Exception):
     """Another turn of this conversation is running; the caller should wait for it."""
 
@@ -227,10 +237,8 @@ class Runtime:
     # -- the loop -----------------------------------------------------------------------------
 
     async def _loop(self, *, ctx: ToolContext, text: str) -> AsyncIterator[RuntimeEvent]:
-        for repaired in await self._repair_tail(ctx.session, ctx.fence):
-            yield MessageStored(message=repaired)
-        user = (await self._append(ctx.session, ctx.fence, [Message(role="user", content=text)]))[0]
-        yield MessageStored(message=user)
+        for stored in await self._open(ctx.session, ctx.fence, text):
+            yield MessageStored(message=stored)
         roster = self.roster(ctx.agent)
         schemas = roster.schemas()
         for step in range(1, self.max_steps + 1):
@@ -378,16 +386,24 @@ class Runtime:
 
     # -- keeping the transcript legal ---------------------------------------------------------
 
+    async def _open(self, session: SessionScope, fence: Fence | None, text: str) -> list[Message]:
+        """A turn's first write, in one store call (one transaction, one trip to the store
+        thread before the model is asked): the results a crashed turn left missing at the
+        session's end, then the user's message. Returns what was stored, the user's message last."""
+
+        def store() -> list[Message]:
+            messages = self.services.bundle.messages
+            synthetic = _missing_results(messages.read(session, last=64), session)
+            batch = [storable_message(m) for m in (*synthetic, Message(role="user", content=text))]
+            return messages.append(session, batch, fence=fence)
+
+        return await _io(store)
+
     async def _repair_tail(self, session: SessionScope, fence: Fence | None = None) -> list[Message]:
         """Persist synthetic results for calls a crashed turn left open at the session's end."""
         tail = await _io(self.services.bundle.messages.read, session, last=64)
-        repaired, repairs = repair_transcript(tail)
-        added = [r for r in repairs if r.action == "added_result" and r.position == len(tail)]
-        if not added:
-            return []
-        synthetic = repaired[len(repaired) - len(added) :]
-        logger.warning("repairing %d interrupted tool call(s) in %s", len(synthetic), session.key())
-        return await self._append(session, fence, synthetic)
+        synthetic = _missing_results(tail, session)
+        return await self._append(session, fence, synthetic) if synthetic else []
 
     def _refuse_oversized(self, agent: Any, text: str) -> None:
         """Refuse, before anything is stored, a message that cannot reach the model whole."""
