@@ -123,7 +123,7 @@ def _measure_backend(backend: str, root: Path, sizes: list[int], quick: bool, po
     from memory.assembly.governance import _memo as governance_memo
     from memory.compression.pruned import PrunedCatalog
     from memory.config import MemoryConfig
-    from memory.stores.codec import MESSAGE_TEXTS
+    from memory.stores.codec import MESSAGE_TEXTS, SUMMARY_HEADS
     from memory.stores.file_session import LINES
     from memory.stores.registry import open_bundle
     from memory.tokens import _counter as text_cache
@@ -161,6 +161,7 @@ def _measure_backend(backend: str, root: Path, sizes: list[int], quick: bool, po
         # not change a byte: a fresh assembler with every memo emptied builds the same request.
         governance_memo.clear()
         MESSAGE_TEXTS.clear()
+        SUMMARY_HEADS.clear()
         LINES.clear()
         fresh = ContextAssembler(stores=bundle, pipeline=default_pipeline(catalog=catalog)).assemble(
             session=session, config=config, agent=AGENT, user=USER, instructions=INSTRUCTIONS, tools=TOOLS,

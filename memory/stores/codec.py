@@ -65,6 +65,10 @@ class DecodeMemo(Memo):
 #: Messages by the JSON text a SQL row holds (shared by every SqlMessageStore of the process).
 MESSAGE_TEXTS = DecodeMemo(16384)
 
+#: Archive documents without their messages, by the head of the JSON a SQL row holds
+#: (``summary_from_head``): assembly lists the newest summaries every turn.
+SUMMARY_HEADS = DecodeMemo(4096)
+
 
 def messages_from_texts(texts: Sequence[str]) -> list[Message]:
     """The messages stored as these ``dumps(message.to_record())`` texts, in order."""

@@ -28,6 +28,7 @@ from memory.stores.base import (
     ConcurrentChange,
 )
 from memory.stores.codec import (
+    SUMMARY_HEADS,
     check_document_id,
     check_int,
     document_from_record,
@@ -163,7 +164,9 @@ class SqlArchiveStore(ArchiveStore):
             sql += " LIMIT %s"
             params.append(check_int(limit, "limit", minimum=0))
         found = execute(self.using, sql, params)
-        documents = [summary_from_head(head) for _, head in found]
+        # Decoded once per head text (rows are never rewritten; a new row has a new seq).
+        heads = [head for _, head in found]
+        documents = SUMMARY_HEADS.decode(heads, lambda todo: [summary_from_head(head) for head in todo])
         missing = [pk for (pk, _), document in zip(found, documents, strict=True) if document is None]
         if missing:  # a head that did not decode as one (not written by document_to_record)
             data = dict(ArchiveEntry.objects.using(self.using).filter(pk__in=missing).values_list("pk", "data"))

@@ -191,3 +191,15 @@ def test_list_summaries_is_list_without_the_messages(bundle):
         assert bundle.archive.list_summaries(U, **kwargs) == expected, kwargs
     assert [d.metadata for d in bundle.archive.list_summaries(U)] == [d.metadata for d in docs]
     assert bundle.archive.list_summaries(UserScope("nobody")) == []
+
+
+def test_list_summaries_follows_deletes_and_new_documents(bundle):
+    """Summaries are decoded once per stored head (SQL) and listed fresh on every call: a
+    deleted document leaves the list and a new one with the same words shows as itself."""
+    first = bundle.archive.put(U, doc("the same words", title="same"))
+    assert bundle.archive.list_summaries(U) == [replace(first, messages=())]
+    bundle.archive.delete(U, first.id)
+    assert bundle.archive.list_summaries(U) == []
+    second = bundle.archive.put(U, doc("the same words", title="same"))
+    assert bundle.archive.list_summaries(U) == bundle.archive.list_summaries(U) == [replace(second, messages=())]
+    assert second.id != first.id and second.seq == first.seq + 1
