@@ -156,7 +156,7 @@ def _measure_backend(backend: str, root: Path, sizes: list[int], quick: bool, po
             messages = bundle.messages.read(session)
             return len(messages), sum(compute_message_tokens(m) for m in messages)
 
-        timing, context = measure(assemble, repeat=3 if quick else 7, warmup=2, before=text_cache.clear)
+        timing, context = measure(assemble, repeat=3 if quick else 25, warmup=2, before=text_cache.clear)
         # What assembly keeps between turns (rendered sections, governed copies, decoded rows) must
         # not change a byte: a fresh assembler with every memo emptied builds the same request.
         governance_memo.clear()

@@ -20,7 +20,7 @@ sends the deltas that queued up behind one another as one frame). The same
 numbers for the raw SDK (``openai.AsyncOpenAI`` ``chat.completions.create(stream=True)``
 against the same server) and for Modex's model adapter alone (``OpenAIChatModel.stream``), so
 the overhead of runtime + consumer + socket is the ratio. One warm-up turn each, then the
-median of ``TURNS``.
+median of 15 turns (3 with ``--quick``).
 
 Checks: the content fragments, unescaped and joined, are exactly the reply; between one frame
 and one per delta over the socket (exactly one per delta for the SDK and the adapter); no error
@@ -222,7 +222,7 @@ async def adapter_turn(model) -> TurnStats:
 
 def run(*, quick: bool) -> Workload:
     chars = 3_200 if quick else 8_000
-    turns = 3 if quick else 7
+    turns = 3 if quick else 15
     text = reply_text(chars)
     deltas = -(-chars // CHUNK_CHARS)
     root = temp_root("stream")
