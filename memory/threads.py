@@ -21,6 +21,7 @@ transaction are the ones its work must see.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -52,3 +53,24 @@ async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     if _sync_caller_waiting():
         return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
     return await sync_to_async(fn, thread_sensitive=False, executor=_executor)(*args, **kwargs)
+
+
+def close_connections(timeout: float = 30.0) -> None:
+    """Close the database connections every store thread holds, from each thread itself (a
+    Django connection belongs to the thread that opened it). For the end of a test run or of
+    a process: the database is then left without sessions of ours, and can be dropped.
+
+    One task per thread: each waits at a barrier until all have started, so no thread takes two
+    and none is missed. Work still running on a thread delays its task, up to ``timeout``."""
+    from django.db import connections
+
+    barrier = threading.Barrier(STORE_THREADS, timeout=timeout)
+
+    def close() -> None:
+        try:
+            barrier.wait()
+        finally:
+            connections.close_all()
+
+    for future in [_executor.submit(close) for _ in range(STORE_THREADS)]:
+        future.result(timeout=timeout)

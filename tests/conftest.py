@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import connections
 
 from memory.stores.base import MemoryStoreBundle
+from memory.threads import close_connections
 from memory.stores.registry import BACKENDS, open_bundle
 
 #: The PostgreSQL case: the registry's SQL backend ("sqlite") opened on the ``pg`` alias.
@@ -63,8 +64,10 @@ def _open(name: str, root: Path) -> Iterator[MemoryStoreBundle]:
     if not postgres_configured():
         pytest.skip(POSTGRES_SKIP)
     yield open_bundle("sqlite", root=root, using=POSTGRES_ALIAS)
-    # Async code reaches the stores through asgiref's one thread-sensitive thread, whose
-    # connections outlive the test; an open one would keep the test database from being dropped.
+    # Async code reaches the stores through the store threads (memory.threads) and asgiref's
+    # thread-sensitive thread (database_sync_to_async), whose connections outlive the test; an
+    # open one would keep the test database from being dropped.
+    close_connections()
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
 
 

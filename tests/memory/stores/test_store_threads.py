@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from memory.scopes import SessionScope
-from memory.threads import STORE_THREADS, run_blocking
+from memory.threads import STORE_THREADS, close_connections, run_blocking
 
 from .helpers import user
 
@@ -73,3 +73,30 @@ def test_a_synchronous_caller_keeps_the_work_on_its_own_thread():
         return await run_blocking(lambda: threading.current_thread().name)
 
     assert async_to_sync(drive)() == threading.current_thread().name
+
+
+async def on_every_store_thread(fn) -> dict[str, object]:
+    """``fn()`` once on each store thread (all of them held at a barrier until each has one)."""
+    meet = threading.Barrier(STORE_THREADS, timeout=20)
+
+    def task():
+        meet.wait()
+        return threading.current_thread().name, fn()
+
+    return dict(await asyncio.gather(*(run_blocking(task) for _ in range(STORE_THREADS))))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_close_connections_closes_the_connection_of_every_store_thread():
+    """What lets a test run drop its PostgreSQL database: no store thread keeps a session open."""
+    from django.db import connections
+
+    def connect() -> bool:
+        connections["default"].ensure_connection()
+        return connections["default"].connection is not None
+
+    opened = await on_every_store_thread(connect)
+    assert len(opened) == STORE_THREADS and all(opened.values())
+    await asyncio.to_thread(close_connections)
+    closed = await on_every_store_thread(lambda: connections["default"].connection is None)
+    assert closed.keys() == opened.keys() and all(closed.values())
