@@ -108,7 +108,7 @@ def _serve_traced(argv: list[str]) -> None:
 
     def traced_write_some(self, data):  # the frame reaching daphne's socket (header bytes skipped)
         text = bytes(data[:4000]).decode("utf-8", "replace")
-        mark(f"socket write: {_kind(text[text.find('<'):])}")
+        mark(f"socket write: {_kind(text[max(0, text.find('<')):])}")
         return write_some(self, data)
 
     tcp.Connection.writeSomeData = traced_write_some

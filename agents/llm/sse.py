@@ -21,8 +21,8 @@ stream looks like a connection that closed early. Such a line is read as
 
 from __future__ import annotations
 
-import asyncio
 import json
+import logging
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -31,12 +31,15 @@ import anyio
 import httpx2
 import openai
 
+logger = logging.getLogger(__name__)
+
 _ERROR_FIELD = b"error:"
 _LINE_ENDS = (b"\n", b"\r")
 
 #: What is read after ``[DONE]`` so the connection can serve the next request: normally only
-#: the body's end, which follows at once. A server that sends more, or stalls, is cut off there.
-DRAIN_SECONDS = 0.25
+#: the body's end, which follows at once. A server that sends more, or stalls, is cut off there
+#: (the call's last events wait for this, so the bound is short).
+DRAIN_SECONDS = 0.05
 DRAIN_BYTES = 64 * 1024
 
 
@@ -121,8 +124,9 @@ async def event_data(body: AsyncIterator[bytes]) -> AsyncIterator[str]:
 
 
 async def stream_chunks(response: httpx2.Response) -> AsyncIterator[Any]:
-    """The decoded chunks of a streamed chat completion, up to ``[DONE]``. Raises what the SDK's
-    own stream raises: ``APIError`` for an ``{"error": ...}`` event (the stream began with 200
+    """The decoded chunks of a streamed chat completion, up to ``[DONE]``; what follows it is
+    read to the body's end within ``DRAIN_SECONDS`` and ``DRAIN_BYTES`` (``_drain``) and
+    dropped. Raises what the SDK's own stream raises: ``APIError`` for an ``{"error": ...}`` event (the stream began with 200
     OK), ``APITimeoutError`` / ``APIConnectionError`` when reading the body fails; and
     ``json.JSONDecodeError`` / ``UnicodeDecodeError`` for an event that is not JSON."""
     body = response.aiter_bytes()
@@ -151,13 +155,16 @@ async def _drain(body: AsyncIterator[bytes]) -> None:
     """
     left = DRAIN_BYTES
     try:
-        async with asyncio.timeout(DRAIN_SECONDS):
+        with anyio.move_on_after(DRAIN_SECONDS) as scope:
             async for piece in body:
                 left -= len(piece)
                 if left < 0:
+                    logger.debug("more than %d bytes after [DONE]: the connection is not reused", DRAIN_BYTES)
                     return
-    except (TimeoutError, httpx2.HTTPError, ssl.SSLError, anyio.EndOfStream, OSError):
-        return
+        if scope.cancelled_caught:
+            logger.debug("the body did not end within %gs of [DONE]: the connection is not reused", DRAIN_SECONDS)
+    except (httpx2.HTTPError, anyio.EndOfStream, OSError) as exc:  # OSError covers SSL errors and timeouts
+        logger.debug("reading the body after [DONE] failed (%s): the connection is not reused", type(exc).__name__)
 
 
 def _stream_error(error: Any, request: httpx2.Request) -> openai.APIError:

@@ -73,7 +73,7 @@ CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
 MAX_USER_CHARS = 32000  # the one limit on a user message, in characters (code points); the composer states it
 STOPPED_NOTE = "[stopped before the answer was complete]"
 STREAM_YIELD_SECONDS = 0.002  # while streaming, the turn yields to the event loop at least this often
-EAGER_YIELDS = 4  # ... and after each of a model call's first chunks (its first frame is written then)
+EAGER_YIELDS = 4  # ... and after each of a model call's first events (its first frame is written then)
 TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
 
 
@@ -350,7 +350,7 @@ class Runtime:
                     # Let the socket send what is queued (STACK.md): a model whose deltas are
                     # already buffered would otherwise be read to the end first. Every few ms,
                     # not per delta: the relay sends text at most that often anyway. The
-                    # first chunks yield one by one: the first frame is rendered and sent in
+                    # first events yield one by one: the first frame is rendered and sent in
                     # one pass of the event loop and written to the socket in the next, which
                     # would otherwise each wait behind a slice of reading.
                     eager = max(0, eager - 1)
@@ -387,9 +387,9 @@ class Runtime:
     # -- keeping the transcript legal ---------------------------------------------------------
 
     async def _open(self, session: SessionScope, fence: Fence | None, text: str) -> list[Message]:
-        """A turn's first write, in one store call (one transaction, one trip to the store
-        thread before the model is asked): the results a crashed turn left missing at the
-        session's end, then the user's message. Returns what was stored, the user's message last."""
+        """A turn's first write: the results a crashed turn left missing at the session's end,
+        then the user's message, as one append (one transaction), read and written in one trip
+        to a store thread. Returns what was stored, the user's message last."""
 
         def store() -> list[Message]:
             messages = self.services.bundle.messages
@@ -450,7 +450,7 @@ class Runtime:
                     # Stopped before any output: the user's message still gets its (marked) answer.
                     await self._append(session, fence, [stopped_reply()])
             await self._repair_tail(session, fence)
-        except Exception:  # the next turn's _repair_tail closes the chain instead
+        except Exception:  # the next turn's _open closes the chain instead
             logger.exception("could not close the interrupted turn of %s", session.key())
 
     async def _forget_session(self, session: SessionScope) -> None:

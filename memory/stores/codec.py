@@ -58,7 +58,8 @@ class DecodeMemo(Memo):
             for i, value in zip(missing, values, strict=True):
                 found[i] = value
             if len(todo) <= self.size // 2:  # one huge read must not flush every session's tail
-                self.put_many(todo, values)
+                kept = [(raw, value) for raw, value in zip(todo, values, strict=True) if value is not None]
+                self.put_many([raw for raw, _ in kept], [value for _, value in kept])
         return found
 
 
@@ -66,7 +67,7 @@ class DecodeMemo(Memo):
 MESSAGE_TEXTS = DecodeMemo(16384)
 
 #: Archive documents without their messages, by the head of the JSON a SQL row holds
-#: (``summary_from_head``): assembly lists the newest summaries every turn.
+#: (``summary_from_head``): assembly lists the newest summaries every turn. Shared: read-only.
 SUMMARY_HEADS = DecodeMemo(4096)
 
 

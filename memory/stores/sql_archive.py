@@ -164,7 +164,8 @@ class SqlArchiveStore(ArchiveStore):
             sql += " LIMIT %s"
             params.append(check_int(limit, "limit", minimum=0))
         found = execute(self.using, sql, params)
-        # Decoded once per head text (rows are never rewritten; a new row has a new seq).
+        # Decoded once per head text: the summary is a function of that text alone. The
+        # documents are shared between calls and threads: read them, never change them.
         heads = [head for _, head in found]
         documents = SUMMARY_HEADS.decode(heads, lambda todo: [summary_from_head(head) for head in todo])
         missing = [pk for (pk, _), document in zip(found, documents, strict=True) if document is None]

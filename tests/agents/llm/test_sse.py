@@ -139,8 +139,9 @@ async def test_consecutive_calls_reuse_one_connection(fake_openai, make_model):
 
 
 async def test_a_server_that_stalls_after_done_does_not_hold_the_answer(fake_openai, make_model):
-    """The answer ends at ``[DONE]``: a body that does not end after it is given DRAIN_SECONDS,
-    then its connection is dropped; the next call opens a new one and works."""
+    """The answer is complete at ``[DONE]``: a body that does not end after it gets
+    DRAIN_SECONDS, not the server's 30 s; its connection is then dropped, and the next call
+    opens a new one and works."""
     model = make_model()
     fake_openai.script(answer("held", Pause(30)), answer("next"))
     completion = await asyncio.wait_for(complete(model, messages=USER), timeout=10)
