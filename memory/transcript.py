@@ -107,6 +107,14 @@ def repair_transcript(messages: Sequence[Message]) -> tuple[list[Message], list[
     return out, repairs
 
 
+def missing_results(tail: Sequence[Message]) -> list[Message]:
+    """The synthetic results ``repair_transcript`` adds at the very end of ``tail``: for the
+    calls of its last chain that have none (a turn that crashed mid-chain). Empty otherwise."""
+    repaired, repairs = repair_transcript(tail)
+    added = sum(1 for r in repairs if r.action == "added_result" and r.position == len(tail))
+    return repaired[len(repaired) - added :] if added else []
+
+
 def chain_spans(messages: Sequence[Message]) -> list[tuple[int, int]]:
     """Half-open index spans ``[start, end)`` of the atomic units of a legal transcript.
 

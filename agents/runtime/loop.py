@@ -62,7 +62,7 @@ from memory.stores.base import Fence, FencedOut
 from memory.text import StorableDeltas
 from memory.threads import run_blocking as _io
 from memory.tokens import count_text
-from memory.transcript import INTERRUPTED_RESULT, repair_transcript
+from memory.transcript import missing_results
 
 logger = logging.getLogger("agents.runtime.loop")
 
@@ -78,13 +78,9 @@ TAKEN_OVER = "this conversation was taken over by another worker; send your mess
 
 
 def _missing_results(tail: list[Message], session: SessionScope) -> list[Message]:
-    """Synthetic results for the calls at the end of ``tail`` that have none (a crashed turn)."""
-    repaired, repairs = repair_transcript(tail)
-    added = [r for r in repairs if r.action == "added_result" and r.position == len(tail)]
-    if not added:
-        return []
-    logger.warning("repairing %d interrupted tool call(s) in %s", len(added), session.key())
-    return repaired[len(repaired) - len(added) :]
+    if synthetic := missing_results(tail):
+        logger.warning("repairing %d interrupted tool call(s) in %s", len(synthetic), session.key())
+    return synthetic
 
 
 class TurnBusy(Exception):

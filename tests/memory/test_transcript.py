@@ -5,7 +5,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory.messages import Message, ToolCall
-from memory.transcript import INTERRUPTED_RESULT, IllegalTranscript, chain_spans, is_legal, repair_transcript, validate_transcript
+from memory.transcript import (
+    INTERRUPTED_RESULT,
+    IllegalTranscript,
+    chain_spans,
+    is_legal,
+    missing_results,
+    repair_transcript,
+    validate_transcript,
+)
 
 _ids = itertools.count()
 
@@ -81,6 +89,17 @@ def test_repair_always_yields_a_legal_transcript_and_keeps_legal_ones(transcript
         assert repaired == transcript and repairs == []
     # Nothing but synthetic results and dropped orphans: every non-tool message survives in order.
     assert [m for m in repaired if m.role != "tool"] == [m for m in transcript if m.role != "tool"]
+
+
+def test_missing_results_close_the_last_chain_only():
+    """What a new turn appends after a crashed one: results for the open calls at the very end."""
+    call = assistant(calls=["a", "b"])
+    added = missing_results([user(), call, tool("a")])
+    assert [(m.role, m.tool_call_id, m.content) for m in added] == [("tool", "b", INTERRUPTED_RESULT)]
+    validate_transcript([user(), call, tool("a"), *added])
+    assert missing_results([user(), call, tool("a"), tool("b")]) == []
+    assert missing_results([call, tool("a"), user("still there?")]) == []  # mid-session: not at the end
+    assert missing_results([]) == []
 
 
 def test_error_names_the_first_illegal_position():
