@@ -22,10 +22,8 @@ from typing import Any
 from django.conf import settings
 
 from agents.runtime.events import (
-    ContentChunk,
     ContextReady,
     MessageStored,
-    ReasoningChunk,
     RuntimeEvent,
     ToolFinished,
     ToolStarted,
@@ -38,16 +36,10 @@ from agents.runtime.hooks import installers as registered_installers
 from agents.runtime.context import ToolContext
 from agents.runtime.leases import KeptLease
 from agents.runtime.outcomes import context_advice, failed_reply, reply_kind, stopped_reply
+from agents.runtime.relay import relay_reply
 from agents.runtime.sizing import learn_window, probe_window, sized_agent, too_long
 from agents.runtime.supplements import supplement_providers
-from agents.llm import (
-    ChatModel,
-    CompletionBuilder,
-    ContentDelta,
-    ContextLengthExceeded,
-    ModelError,
-    ReasoningDelta,
-)
+from agents.llm import ChatModel, CompletionBuilder, ContextLengthExceeded, ModelError
 from agents.runtime.services import MemoryServices
 from agents.runtime.tools.base import ToolRoster
 from agents.runtime.tools.memory_tools import archive_scope_for
@@ -59,9 +51,7 @@ from memory.locks import LeaseBusy, acquire_lease
 from memory.messages import Message, storable_message
 from memory.scopes import SessionScope
 from memory.stores.base import Fence, FencedOut
-from memory.text import StorableDeltas
 from memory.threads import run_blocking as _io
-from memory.tokens import count_text
 from memory.transcript import missing_results
 
 logger = logging.getLogger("agents.runtime.loop")
@@ -72,8 +62,6 @@ TURN_LEASE_TTL = 300.0  # default of settings.MODEX_TURN_LEASE_TTL
 CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
 MAX_USER_CHARS = 32000  # the one limit on a user message, in characters (code points); the composer states it
 STOPPED_NOTE = "[stopped before the answer was complete]"
-STREAM_YIELD_SECONDS = 0.002  # while streaming, the turn yields to the event loop at least this often
-EAGER_YIELDS = 4  # ... and after each of a model call's first events (its first frame is written then)
 TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
 
 
@@ -255,7 +243,7 @@ class Runtime:
                     )
                     await ctx.hooks.fire(HookPoint.BEFORE_MODEL, agent=ctx.agent, session=ctx.session, request=request)
                     try:
-                        async for event in self._stream(request, schemas, builder):
+                        async for event in relay_reply(self.model, request, schemas, builder):
                             yield event
                         break
                     except ContextLengthExceeded as exc:
@@ -322,47 +310,6 @@ class Runtime:
         by the turn's lease (FencedOut if another worker has taken the conversation over)."""
         clean = [storable_message(m) for m in messages]
         return await _io(self.services.bundle.messages.append, session, clean, fence=fence)
-
-    async def _stream(self, request: Any, schemas: list[dict[str, Any]], builder: CompletionBuilder) -> AsyncIterator[RuntimeEvent]:
-        events = self.model.stream(messages=request.messages, tools=schemas or None)
-        completion_tokens = 0
-        deltas = StorableDeltas()
-        clock = asyncio.get_running_loop().time
-        pause_at = 0.0  # the first chunk yields at once
-        eager = EAGER_YIELDS
-        try:
-            async for event in events:
-                if isinstance(event, ContentDelta | ReasoningDelta):
-                    event = type(event)(text=deltas.text(type(event), event.text))
-                    if not event.text:
-                        continue
-                builder.add(event)
-                if isinstance(event, ContentDelta):
-                    completion_tokens += count_text(event.text)
-                    yield ContentChunk(text=event.text, completion_tokens=completion_tokens)
-                elif isinstance(event, ReasoningDelta):
-                    yield ReasoningChunk(text=event.text)
-                if eager or clock() >= pause_at:
-                    # Let the socket send what is queued (STACK.md): a model whose deltas are
-                    # already buffered would otherwise be read to the end first. Every few ms,
-                    # not per delta: the relay sends text at most that often anyway. The
-                    # first events yield one by one: the first frame is rendered and sent in
-                    # one pass of the event loop and written to the socket in the next, which
-                    # would otherwise each wait behind a slice of reading.
-                    eager = max(0, eager - 1)
-                    await asyncio.sleep(0)
-                    pause_at = clock() + STREAM_YIELD_SECONDS
-            for channel, chunk in ((ContentDelta, ContentChunk), (ReasoningDelta, ReasoningChunk)):
-                if rest := deltas.flush(channel):
-                    builder.add(channel(text=rest))
-                    if chunk is ContentChunk:
-                        completion_tokens += count_text(rest)
-                        yield ContentChunk(text=rest, completion_tokens=completion_tokens)
-                    else:
-                        yield ReasoningChunk(text=rest)
-        finally:
-            with contextlib.suppress(Exception):
-                await events.aclose()
 
     async def _assemble(self, ctx: ToolContext, schemas: list[dict[str, Any]]) -> Any:
         instructions = ctx.agent.instructions or ""

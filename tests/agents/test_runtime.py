@@ -279,8 +279,8 @@ class BufferedModel:
 async def test_the_first_chunks_of_a_reply_each_let_the_event_loop_run(tmp_path, backend):
     """The first frame of a reply is rendered and sent in one pass of the event loop and written
     to the socket in the next; a turn reading a buffered reply would hold both up for a slice of
-    reading each. It yields after each of its first chunks (EAGER_YIELDS of them, at least the
-    two passes the first frame needs, and a margin)."""
+    reading each. It yields after each of its first chunks (agents.runtime.relay.EAGER_YIELDS
+    of them: the two passes the first frame needs, and a margin)."""
     runtime, _ = make_runtime(tmp_path, backend, BufferedModel())
     passes = 0
 

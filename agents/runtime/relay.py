@@ -1,0 +1,68 @@
+"""One model call of a step, relayed as runtime events while it streams.
+
+``relay_reply`` turns the model's deltas into ``ContentChunk`` / ``ReasoningChunk`` events
+(text made storable first, ``memory.text.StorableDeltas``, with the reply's completion count
+so far) and feeds every model event to the step's ``CompletionBuilder``, from which the loop
+builds the reply it stores.
+
+While it reads, it yields to the event loop (STACK.md): a model whose deltas are already
+buffered would otherwise be read to the end before the socket sends anything. Every
+``STREAM_YIELD_SECONDS``, not per delta, since the relay sends text at most about that often
+anyway; and after each of the call's first ``EAGER_YIELDS`` events, because the first frame is
+rendered and sent in one pass of the loop and written to the socket in the next, and each would
+otherwise wait behind a slice of reading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agents.llm import ChatModel, CompletionBuilder, ContentDelta, ReasoningDelta
+from agents.runtime.events import ContentChunk, ReasoningChunk, RuntimeEvent
+from memory.text import StorableDeltas
+from memory.tokens import count_text
+
+STREAM_YIELD_SECONDS = 0.002  # while streaming, the turn yields to the event loop at least this often
+EAGER_YIELDS = 4  # ... and after each of a model call's first events (its first frame is written then)
+
+
+async def relay_reply(
+    model: ChatModel, request: Any, schemas: list[dict[str, Any]], builder: CompletionBuilder
+) -> AsyncIterator[RuntimeEvent]:
+    """Stream ``request`` (an AssembledContext) to ``model`` with ``schemas`` as its tools."""
+    events = model.stream(messages=request.messages, tools=schemas or None)
+    completion_tokens = 0
+    deltas = StorableDeltas()
+    clock = asyncio.get_running_loop().time
+    pause_at = 0.0  # the first event yields at once
+    eager = EAGER_YIELDS
+    try:
+        async for event in events:
+            if isinstance(event, ContentDelta | ReasoningDelta):
+                event = type(event)(text=deltas.text(type(event), event.text))
+                if not event.text:
+                    continue
+            builder.add(event)
+            if isinstance(event, ContentDelta):
+                completion_tokens += count_text(event.text)
+                yield ContentChunk(text=event.text, completion_tokens=completion_tokens)
+            elif isinstance(event, ReasoningDelta):
+                yield ReasoningChunk(text=event.text)
+            if eager or clock() >= pause_at:
+                eager = max(0, eager - 1)
+                await asyncio.sleep(0)
+                pause_at = clock() + STREAM_YIELD_SECONDS
+        for channel, chunk in ((ContentDelta, ContentChunk), (ReasoningDelta, ReasoningChunk)):
+            if rest := deltas.flush(channel):
+                builder.add(channel(text=rest))
+                if chunk is ContentChunk:
+                    completion_tokens += count_text(rest)
+                    yield ContentChunk(text=rest, completion_tokens=completion_tokens)
+                else:
+                    yield ReasoningChunk(text=rest)
+    finally:
+        with contextlib.suppress(Exception):
+            await events.aclose()
