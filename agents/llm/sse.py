@@ -34,7 +34,6 @@ import openai
 logger = logging.getLogger(__name__)
 
 _ERROR_FIELD = b"error:"
-_LINE_ENDS = (b"\n", b"\r")
 
 #: What is read after ``[DONE]`` so the connection can serve the next request: normally only
 #: the body's end, which follows at once. A server that sends more, or stalls, is cut off there
@@ -74,7 +73,7 @@ class EventReader:
         lines = buffer.splitlines(keepends=True)
         # An unterminated last line waits for the rest. So does one ending in CR: its LF may be
         # the first byte of the next piece, and CR LF is one line end, not two.
-        if lines and (not lines[-1].endswith(_LINE_ENDS) or lines[-1].endswith(b"\r")):
+        if lines and not lines[-1].endswith(b"\n"):
             self._pending = lines.pop()
         else:
             self._pending = b""
@@ -126,9 +125,10 @@ async def event_data(body: AsyncIterator[bytes]) -> AsyncIterator[str]:
 async def stream_chunks(response: httpx2.Response) -> AsyncIterator[Any]:
     """The decoded chunks of a streamed chat completion, up to ``[DONE]``; what follows it is
     read to the body's end within ``DRAIN_SECONDS`` and ``DRAIN_BYTES`` (``_drain``) and
-    dropped. Raises what the SDK's own stream raises: ``APIError`` for an ``{"error": ...}`` event (the stream began with 200
-    OK), ``APITimeoutError`` / ``APIConnectionError`` when reading the body fails; and
-    ``json.JSONDecodeError`` / ``UnicodeDecodeError`` for an event that is not JSON."""
+    dropped. Raises what the SDK's own stream raises: ``APIError`` for an ``{"error": ...}``
+    event (the stream began with 200 OK), ``APITimeoutError`` / ``APIConnectionError`` when
+    reading the body fails; and ``json.JSONDecodeError`` / ``UnicodeDecodeError`` for an event
+    that is not JSON."""
     body = response.aiter_bytes()
     try:
         async for data in event_data(body):
