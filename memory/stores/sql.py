@@ -62,6 +62,7 @@ from memory.tokens import with_tokens
 BACKEND_NAME = "sqlite"
 _MESSAGE_COLUMNS = ("scope_key", "seq", "message_id", "role", "kind", "deleted", "tokens", "created_at", "data")
 _HEAD_COLUMNS = ("id", "version", "last_seq", "count", "tokens", "pruned")
+_NEW_HEAD_COLUMNS = ("scope_key", "version", "last_seq", "count", "tokens", "pruned", "updated_at")
 # Rows per multi-row INSERT: 9 parameters each stays far below every database's limit.
 _INSERT_ROWS = 200
 
@@ -109,7 +110,7 @@ class _Statements:
         self.used_pruned = (f"SELECT {col(pruned, 'message_id')} FROM {q(pruned.db_table)} "
                             f"WHERE {col(pruned, 'scope_key')} = %s AND {col(pruned, 'message_id')} IN ")
         # Claiming the seqs of an append in one statement: the head's totals move by the batch's
-        # and the new values come back (RETURNING: SQLite >= 3.35, PostgreSQL).
+        # and the new values come back (RETURNING from UPDATE and INSERT: SQLite >= 3.35, PostgreSQL).
         self.claim = (
             f"UPDATE {q(head.db_table)} SET {col(head, 'version')} = {col(head, 'version')} + 1, "
             f"{col(head, 'last_seq')} = {col(head, 'last_seq')} + %s, {col(head, 'count')} = {col(head, 'count')} + %s, "
@@ -117,6 +118,15 @@ class _Statements:
             f"WHERE {col(head, 'scope_key')} = %s RETURNING {', '.join(col(head, c) for c in _HEAD_COLUMNS)}"
             if connection.features.can_return_rows_from_update else None
         )
+        # A session's first append makes its head with the batch's totals in place: one INSERT
+        # instead of a missed claim, a create and the claim again.
+        self.create_head = (
+            f"INSERT INTO {q(head.db_table)} ({', '.join(col(head, c) for c in _NEW_HEAD_COLUMNS)}) "
+            f"VALUES ({', '.join(['%s'] * len(_NEW_HEAD_COLUMNS))}) "
+            f"RETURNING {', '.join(col(head, c) for c in _HEAD_COLUMNS)}"
+        )
+        if not connection.features.can_return_columns_from_insert:
+            self.claim = None  # the short path needs RETURNING from both statements
         self.window = f"SELECT {col(msg, 'data')} FROM {q(msg.db_table)} WHERE {col(msg, 'scope_key')} = %s"
         self.live = f" AND {col(msg, 'deleted')} = %s"
         self.after = f" AND {col(msg, 'seq')} > %s"
@@ -209,11 +219,10 @@ class SqlMessageStore(MessageStore):
         with one of the ids fails the insert on the unique constraint (the caller then names the
         ids); ids of pruned messages are looked up only in sessions that were ever pruned."""
         tokens = sum(m.tokens or 0 for m in counted)
-        params = [len(counted), len(counted), tokens, _when(timezone.now(), self.using), key]
-        rows = self._execute(self._sql.claim, params)
-        if not rows:
-            self._lock_head(key, create=True)  # the session's first append
-            rows = self._execute(self._sql.claim, params)
+        now = _when(timezone.now(), self.using)
+        rows = self._execute(self._sql.claim, [len(counted), len(counted), tokens, now, key])
+        if not rows:  # the session's first append (a concurrent first one fails it on the unique key)
+            rows = self._execute(self._sql.create_head, [key, 1, len(counted), len(counted), tokens, 0, now])
         head = _Head(*rows[0])
         if head.pruned:
             self._reject_used(scope, key, [m.id for m in counted], pruned=True, live=False)

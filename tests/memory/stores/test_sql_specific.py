@@ -119,6 +119,18 @@ def test_append_costs_the_same_whatever_the_session_length(messages):
     assert counts[0] == counts[1] <= 8, counts
 
 
+def test_a_sessions_first_append_makes_its_head_in_one_more_statement(messages):
+    fresh = SessionScope("fresh")
+    with CaptureQueriesContext(connection) as first:
+        messages.append(fresh, conversation(2))
+    with CaptureQueriesContext(connection) as later:
+        messages.append(fresh, [user("one more")])
+    assert len(first) == len(later) + 1, [q["sql"] for q in first]  # the INSERT of the head
+    head = messages.head(fresh)
+    assert (head.version, head.last_seq, head.count) == (2, 3, 3)
+    assert head.tokens == sum(m.tokens for m in messages.read(fresh))
+
+
 def test_tail_read_is_one_indexed_query(messages):
     messages.append(S, conversation(300))
     with CaptureQueriesContext(connection) as queries:
