@@ -18,10 +18,12 @@ rendered by ``agents.chat.fragments``.
 The turn runs in a task so "stop" can still be received. That task only pulls events from the
 runtime and queues them; a second task renders and sends them (``self.send``, one yield to the
 loop per frame: STACK.md), merging the text deltas that queued up behind one another into one
-frame (``_coalesce``). "stop" (and a disconnect) closes the turn's generator at its next
-event, where everything the runtime wrote is whole, and the runtime closes the interrupted tool
-chain; a turn that yields nothing for STOP_GRACE_SECONDS (a slow model or tool) is cancelled
-instead. A plain cancel is the fallback, not the rule, because a cancel that lands while the
+frame (``_coalesce``). A turn's opening frames wait for its assembled context, so that they
+are rendered while the model request is on its way (``_hold_opening``); a step's meter waits
+for the step's first text (``_text_before_meter``). "stop" (and a disconnect) closes the
+turn's generator at its next event, where everything the runtime wrote is whole, and the
+runtime closes the interrupted tool chain; a turn that yields nothing for STOP_GRACE_SECONDS
+(a slow model or tool) is cancelled instead. A plain cancel is the fallback, not the rule, because a cancel that lands while the
 runtime is writing a message lets the write finish in its thread while the runtime records it
 as not done (a duplicate tool result). The consumer waits for the repair to land
 (``chat.asettle``) before it says "Stopped", and before a disconnect returns.
@@ -40,7 +42,15 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.chat import service as chat
 from agents.chat.fragments import ChatStream, composer_fragment, error_fragment, status_fragment
-from agents.runtime.events import ContentChunk, ContextReady, ReasoningChunk, TurnFailed, TurnFinished
+from agents.runtime.events import (
+    ContentChunk,
+    ContextReady,
+    MessageStored,
+    ReasoningChunk,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
 from agents.runtime.loop import MAX_USER_CHARS, TurnBusy, TurnRejected
 from memory.text import storable
 
@@ -62,6 +72,9 @@ FOLLOW_POLL_SECONDS = 0.25
 TEXT_FRAME_SECONDS = 0.008
 #: How long a step's meter waits for the step's first text to go out first (_text_before_meter).
 METER_HOLD_SECONDS = 0.05
+#: How long a turn's opening frames (the composer shut, the user's message) wait for the turn's
+#: next event, so that they are rendered while the model request is on its way (_hold_opening).
+OPENING_HOLD_SECONDS = 0.05
 EARLIER_TURN = "A reply started before this page loaded is still being written or tidied up…"
 EARLIER_TURN_ENDED = (
     "The reply that was being written when the page was left or reloaded has ended; what was written is shown above."
@@ -227,6 +240,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         while True:
             if not pending:
                 pending.append(await self.outbox.get())
+            if isinstance(pending[0], TurnStarted):
+                await self._hold_opening(pending)
             if isinstance(pending[0], ContextReady) and pending[0] is not held:
                 held = pending[0]
                 await self._text_before_meter(pending)
@@ -252,6 +267,27 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 with contextlib.suppress(Exception):
                     await self.send(text_data=error_fragment("A part of the reply could not be shown; reload the page to see it."))
             await asyncio.sleep(0)  # let the frame go out before the next one (STACK.md)
+
+    async def _hold_opening(self, pending: collections.deque) -> None:
+        """``pending`` starts with a turn's TurnStarted: wait, at most OPENING_HOLD_SECONDS, for
+        an event other than the turn's opening ones (its first messages stored), usually the
+        step's assembled context, right before the model request. Rendering those frames takes
+        a millisecond or two of this process; done at once, it would run between the turn's
+        first write and the request, and hold the request up. After it, they are rendered while
+        the request waits for the model."""
+        deadline = asyncio.get_running_loop().time() + OPENING_HOLD_SECONDS
+        while True:
+            while not self.outbox.empty():
+                pending.append(self.outbox.get_nowait())
+            if not all(isinstance(item, TurnStarted | MessageStored) for item in pending):
+                return
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                return
+            try:
+                pending.append(await asyncio.wait_for(self.outbox.get(), remaining))
+            except TimeoutError:
+                return
 
     async def _text_before_meter(self, pending: collections.deque) -> None:
         """``pending`` starts with a step's meter: the step's first text goes out before it,

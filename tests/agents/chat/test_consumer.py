@@ -459,3 +459,64 @@ async def test_a_model_slow_to_its_first_token_holds_back_neither_meter_nor_titl
     content, meter, title = first_index(frames, CONTENT), first_index(frames, METER), first_index(frames, TITLE)
     assert meter < content and title < content, "the meter and the title come while the model thinks"
     await comm.disconnect()
+
+
+class Watched:
+    """The offline model, writing "request" to ``log`` when a model request is made."""
+
+    def __init__(self, inner, log: list) -> None:
+        self.inner, self.log = inner, log
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    async def stream(self, **request):
+        self.log.append("request")
+        async for event in self.inner.stream(**request):
+            yield event
+
+
+COMPOSER_SHUT = 'id="composer"'
+
+
+async def test_the_opening_frames_are_rendered_after_the_model_request_is_made(conversation, owner, make_runtime, monkeypatch):
+    from agents.chat.consumer import ChatConsumer
+    from agents.llm import OfflineChatModel
+
+    monkeypatch.setattr("agents.chat.consumer.OPENING_HOLD_SECONDS", 5.0)
+    log: list = []
+    send_frame = ChatConsumer.send
+
+    async def logged_send(self, text_data=None, bytes_data=None, close=False):
+        log.append(text_data)
+        return await send_frame(self, text_data=text_data, bytes_data=bytes_data, close=close)
+
+    monkeypatch.setattr(ChatConsumer, "send", logged_send)
+    make_runtime(model=Watched(OfflineChatModel(), log))
+    comm = await connected(conversation, owner)
+    await send(comm, "hello there")
+    frames = await receive_until(comm, IDLE)
+    assert log[0] == "request", "nothing was rendered between the turn's first write and the model request"
+    shut, echoed, content = first_index(frames, COMPOSER_SHUT), first_index(frames, "hello there"), first_index(frames, CONTENT)
+    assert shut < echoed < content, "the composer is shut and the message shown before the reply's first text"
+    await comm.disconnect()
+
+
+async def test_the_opening_frames_wait_at_most_the_hold_for_a_slow_context(conversation, owner, chat_runtime, monkeypatch):
+    from agents.runtime.loop import Runtime
+
+    monkeypatch.setattr("agents.chat.consumer.OPENING_HOLD_SECONDS", 0.05)
+    assemble = Runtime._assemble
+
+    async def slow_assemble(self, ctx, schemas):
+        await asyncio.sleep(2.0)
+        return await assemble(self, ctx, schemas)
+
+    monkeypatch.setattr(Runtime, "_assemble", slow_assemble)
+    comm = await connected(conversation, owner)
+    await send(comm, "hello there")
+    early = [await comm.receive_from(timeout=1.0), await comm.receive_from(timeout=1.0)]
+    assert COMPOSER_SHUT in early[0] and RUNNING in early[0], "the composer is shut at once, not after the context"
+    assert "hello there" in early[1], "the message is shown while the context is still being assembled"
+    await receive_until(comm, IDLE)
+    await comm.disconnect()
