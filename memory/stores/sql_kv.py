@@ -25,10 +25,11 @@ _UNSET = ...
 
 
 class _GetStatement:
-    """``KVStore.get``'s, ``put``'s and ``delete``'s statements as plain SQL (built once per
-    database from the model): compiling the ORM queries cost several times more than running
-    them, and every turn reads three core memory keys, writes its lease and its meter and
-    releases the lease (a queryset's delete() alone cost about 1 ms). ``updated_at`` goes
+    """``KVStore.get``'s, ``put``'s, ``delete``'s and ``list``'s statements as plain SQL (built
+    once per database from the model): compiling the ORM queries cost several times more than
+    running them, and every turn reads three core memory keys, lists the agent's experiences,
+    writes its lease and its meter and releases the lease (a queryset's delete() alone cost
+    about 1 ms, the experience listing 0.3 ms of a 0.55 ms assembly). ``updated_at`` goes
     through the converters the ORM itself would apply."""
 
     def __init__(self, using: str) -> None:
@@ -54,6 +55,12 @@ class _GetStatement:
             f"{where} AND {col('version')} = %s"
         )
         self.delete = f"DELETE FROM {table} {where}"
+        self.list = (
+            f"SELECT {col('key')}, {col('value')}, {col('version')}, {col('updated_at')} FROM {table} "
+            f"WHERE {col('scope_key')} = %s"
+        )
+        # SUBSTR compares code points exactly in both databases (LIKE folds case in SQLite).
+        self.list_prefix = f"{self.list} AND SUBSTR({col('key')}, 1, %s) = %s"
         self.delete_version = f"{self.delete} AND {col('version')} = %s"
         column = meta.get_field("updated_at").get_col(meta.db_table)
         self.converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
@@ -76,10 +83,6 @@ class SqlKVStore(KVStore):
 
     def _rows(self, key: str):
         return KVEntry.objects.using(self.using).filter(scope_key=key)
-
-    @staticmethod
-    def _item(scope: Scope, row: KVEntry) -> KVItem:
-        return KVItem(scope=scope, key=row.key, value=row.value, version=row.version, updated_at=row.updated_at)
 
     def _conflict(self, scope: Scope, key: str, name: str, expected: int) -> VersionConflict:
         actual = self._rows(key).filter(key=name).values_list("version", flat=True).first() or 0
@@ -150,11 +153,19 @@ class SqlKVStore(KVStore):
     @database_errors
     def list(self, scope: Scope, *, prefix: str = "") -> list[KVItem]:
         prefix = check_prefix(prefix)
-        rows = self._rows(scope_key(scope))
+        connection = connections[self.using]
+        statement = _get_statement(self.using, connection.vendor)
         if prefix:
-            rows = rows.filter(key__startswith=prefix)
-        # Filter and sort in Python: SQLite's LIKE ignores case and collations differ by database.
-        items = [self._item(scope, row) for row in rows if row.key.startswith(prefix)]
+            rows = execute(self.using, statement.list_prefix, [scope_key(scope), len(prefix), prefix])
+        else:
+            rows = execute(self.using, statement.list, [scope_key(scope)])
+        items = [
+            KVItem(scope=scope, key=key, value=value, version=version,
+                   updated_at=statement.updated_at(updated_at, connection))
+            for key, value, version, updated_at in rows
+            if key.startswith(prefix)  # the database's word is checked, as before
+        ]
+        # Sorted in Python: collations differ by database.
         return sorted(items, key=lambda item: item.key)
 
 
