@@ -62,7 +62,10 @@ async def compact(
 async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> AsyncIterator[RuntimeEvent]:
     """BEFORE_STEP: compact ``ctx.session`` when it is over its threshold (always if ``force``)."""
     services, config = ctx.services, ctx.agent.memory_config
-    head = await run_blocking(services.bundle.messages.head, ctx.session)
+    # The head the run's last write read in its own trip, used once; else read it here.
+    head, ctx.head = ctx.head, None
+    if head is None:
+        head = await run_blocking(services.bundle.messages.head, ctx.session)
     if not force and head.tokens <= config.threshold:
         return
     yield CleanupStarted(tokens=head.tokens, threshold=config.threshold)

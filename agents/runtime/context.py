@@ -9,7 +9,7 @@ from agents.runtime.hooks import RuntimeHooks
 from agents.runtime.services import MemoryServices
 from agents.runtime.tools.scratchpad import RunScratchpad
 from memory.scopes import SessionScope
-from memory.stores.base import Fence
+from memory.stores.base import Fence, SessionHead
 
 if TYPE_CHECKING:
     from agents.runtime.loop import Runtime
@@ -29,3 +29,6 @@ class ToolContext:
     depth: int = 0
     subagent_sessions: list[SessionScope] = field(default_factory=list)
     fence: Fence | None = None  # the turn lease's fencing token: every session write carries it
+    #: The session's head as the run's own last write left it, or None when it is not known (a
+    #: cleanup changed the session since): spares the cleanup check a read before each step.
+    head: SessionHead | None = None

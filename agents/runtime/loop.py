@@ -47,10 +47,10 @@ from agents.runtime.tools.registry import compile_roster
 from agents.runtime.tools.scratchpad import RunScratchpad
 from memory.assembly.assembler import AssemblyError
 from memory.hooks import take_reorientation
-from memory.locks import LeaseBusy, acquire_lease
+from memory.locks import Lease, LeaseBusy, acquire_lease, release_lease
 from memory.messages import Message, storable_message
 from memory.scopes import SessionScope
-from memory.stores.base import Fence, FencedOut
+from memory.stores.base import Fence, FencedOut, SessionHead
 from memory.threads import run_blocking as _io
 from memory.transcript import missing_results
 
@@ -63,6 +63,19 @@ CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
 MAX_USER_CHARS = 32000  # the one limit on a user message, in characters (code points); the composer states it
 STOPPED_NOTE = "[stopped before the answer was complete]"
 TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
+
+
+def _release_orphan(kv: Any, trip: asyncio.Future) -> None:
+    """``trip`` (``Runtime._begin``'s) finished after its turn was cancelled: release its lease."""
+    if trip.cancelled() or trip.exception() is not None:
+        return
+    lease = trip.result()[0]
+
+    def released(done: asyncio.Future) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            logger.warning("could not release the turn lease of %s: %s", lease.scope.key(), done.exception())
+
+    asyncio.ensure_future(_io(release_lease, kv=kv, lease=lease)).add_done_callback(released)
 
 
 def _missing_results(tail: list[Message], session: SessionScope) -> list[Message]:
@@ -148,9 +161,7 @@ class Runtime:
         if key in self._running:
             raise TurnBusy("a turn of this conversation is already running")
         try:
-            lease = await _io(
-                acquire_lease, kv=self.services.bundle.kv, scope=session, name=TURN_LEASE, ttl=self.lease_ttl
-            )
+            lease, opened, head = await self._begin(session, text)
         except LeaseBusy as exc:
             raise TurnBusy(f"a turn of this conversation is already running ({exc})") from None
         self._running.add(key)
@@ -164,12 +175,13 @@ class Runtime:
             scratchpad=RunScratchpad(),
             hooks=self.hooks_for(agent),
             fence=lease.fence,
+            head=head,
         )
         final: Message | None = None
         try:
             yield TurnStarted(session=key, agent=agent.name, model=self.model.name, offline=self.services.offline)
             try:
-                async with contextlib.aclosing(self._loop(ctx=ctx, text=text)) as events:
+                async with contextlib.aclosing(self._loop(ctx=ctx, text=text, opened=opened)) as events:
                     async for event in events:
                         if isinstance(event, TurnFinished):
                             final = event.message
@@ -220,8 +232,13 @@ class Runtime:
 
     # -- the loop -----------------------------------------------------------------------------
 
-    async def _loop(self, *, ctx: ToolContext, text: str) -> AsyncIterator[RuntimeEvent]:
-        for stored in await self._open(ctx.session, ctx.fence, text):
+    async def _loop(
+        self, *, ctx: ToolContext, text: str, opened: list[Message] | None = None
+    ) -> AsyncIterator[RuntimeEvent]:
+        """``opened``: what the turn's first write stored, when the caller made it (``_begin``)."""
+        if opened is None:
+            opened, ctx.head = await _io(self._open, ctx.session, ctx.fence, text)
+        for stored in opened:
             yield MessageStored(message=stored)
         roster = self.roster(ctx.agent)
         schemas = roster.schemas()
@@ -257,7 +274,7 @@ class Runtime:
                 completion = builder.build()
                 reply = completion.to_message(kind=reply_kind(completion))
                 reply_id = reply.id
-                stored = (await self._append(ctx.session, ctx.fence, [reply]))[0]
+                stored = (await self._write(ctx, [reply]))[0]
                 # From here on the reply is persisted: an interruption must close its calls,
                 # not store its text a second time.
                 pending = list(stored.tool_calls)
@@ -273,7 +290,7 @@ class Runtime:
                     await ctx.hooks.fire(HookPoint.BEFORE_TOOL, agent=ctx.agent, session=ctx.session, call=call)
                     outcome = await roster.call(ctx, name=call.name, arguments_json=call.arguments_json)
                     result = Message(role="tool", content=outcome.content, tool_call_id=call.id, name=call.name)
-                    stored_result = (await self._append(ctx.session, ctx.fence, [result]))[0]
+                    stored_result = (await self._write(ctx, [result]))[0]
                     pending.pop(0)
                     await ctx.hooks.fire(HookPoint.AFTER_TOOL, agent=ctx.agent, session=ctx.session, call=call, outcome=outcome)
                     yield ToolFinished(call=call, content=stored_result.content or "", ok=outcome.ok)
@@ -311,17 +328,28 @@ class Runtime:
         clean = [storable_message(m) for m in messages]
         return await _io(self.services.bundle.messages.append, session, clean, fence=fence)
 
+    async def _write(self, ctx: ToolContext, messages: list[Message]) -> list[Message]:
+        """``_append`` for a step's reply and tool results, reading the session's head in the
+        same trip (``ctx.head``, which the next step's cleanup check then needs not read)."""
+        clean = [storable_message(m) for m in messages]
+        store = self.services.bundle.messages
+
+        def write() -> tuple[list[Message], SessionHead]:
+            return store.append(ctx.session, clean, fence=ctx.fence), store.head(ctx.session)
+
+        ctx.head = None  # unknown until the write is back
+        stored, ctx.head = await _io(write)
+        return stored
+
     async def _assemble(self, ctx: ToolContext, schemas: list[dict[str, Any]]) -> Any:
-        instructions = ctx.agent.instructions or ""
-        note = await _io(take_reorientation, kv=self.services.bundle.kv, session=ctx.session)
-        if note:
-            instructions = f"{instructions}\n\n{note}".strip()
+        kv = self.services.bundle.kv
         return await self.services.assembler.aassemble(
             session=ctx.session,
             config=ctx.agent.memory_config,
             agent=ctx.agent.name,
             user=ctx.user_id,
-            instructions=instructions,
+            instructions=ctx.agent.instructions or "",
+            note=lambda: take_reorientation(kv=kv, session=ctx.session),
             tools=schemas,
             archive_scope=archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id),
             supplements=self.supplements_for(ctx.agent),
@@ -329,18 +357,37 @@ class Runtime:
 
     # -- keeping the transcript legal ---------------------------------------------------------
 
-    async def _open(self, session: SessionScope, fence: Fence | None, text: str) -> list[Message]:
-        """A turn's first write: the results a crashed turn left missing at the session's end,
-        then the user's message, as one append (one transaction), read and written in one trip
-        to a store thread. Returns what was stored, the user's message last."""
+    async def _begin(self, session: SessionScope, text: str) -> tuple[Lease, list[Message], SessionHead]:
+        """Take the turn lease and make the turn's first write (``_open``) in one trip to a store
+        thread: a turn makes no other store call before its model request but the assembly's.
+        Raises LeaseBusy. A cancel that lands during the trip lets it finish in its thread and
+        then gives the lease back, so the conversation is not left blocked until the lease's ttl."""
+        kv = self.services.bundle.kv
 
-        def store() -> list[Message]:
-            messages = self.services.bundle.messages
-            synthetic = _missing_results(messages.read(session, last=64), session)
-            batch = [storable_message(m) for m in (*synthetic, Message(role="user", content=text))]
-            return messages.append(session, batch, fence=fence)
+        def begin() -> tuple[Lease, list[Message], SessionHead]:
+            lease = acquire_lease(kv=kv, scope=session, name=TURN_LEASE, ttl=self.lease_ttl)
+            try:
+                return (lease, *self._open(session, lease.fence, text))
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    release_lease(kv=kv, lease=lease)
+                raise
 
-        return await _io(store)
+        trip = asyncio.ensure_future(_io(begin))
+        try:
+            return await asyncio.shield(trip)
+        except asyncio.CancelledError:
+            trip.add_done_callback(lambda done: _release_orphan(kv, done))
+            raise
+
+    def _open(self, session: SessionScope, fence: Fence | None, text: str) -> tuple[list[Message], SessionHead]:
+        """A turn's first write (on a store thread): the results a crashed turn left missing at
+        the session's end, then the user's message, as one append (one transaction). Returns
+        what was stored, the user's message last, and the session's head after it."""
+        messages = self.services.bundle.messages
+        synthetic = _missing_results(messages.read(session, last=64), session)
+        batch = [storable_message(m) for m in (*synthetic, Message(role="user", content=text))]
+        return messages.append(session, batch, fence=fence), messages.head(session)
 
     async def _repair_tail(self, session: SessionScope, fence: Fence | None = None) -> list[Message]:
         """Persist synthetic results for calls a crashed turn left open at the session's end."""

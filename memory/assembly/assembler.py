@@ -17,7 +17,7 @@ plus the total against the window and the compression threshold.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,20 +182,28 @@ class ContextAssembler:
         tools: Sequence[Mapping[str, Any]] = (),
         supplements: Sequence[MemoryProvider] = (),
         archive_scope: Scope | None = None,
+        note: Callable[[], str | None] | None = None,
     ) -> AssembledContext:
         """``assemble`` for async callers: store reads run on a store thread (memory.threads:
-        a thread of their own, not the one every conversation shares), hooks are awaited with ``adispatch``."""
-        context = await run_blocking(
-            self._build,
-            session=session,
-            config=config,
-            agent=agent,
-            user=user,
-            instructions=instructions,
-            tools=tools,
-            supplements=supplements,
-            archive_scope=archive_scope,
-        )
+        a thread of their own, not the one every conversation shares), hooks are awaited with
+        ``adispatch``. ``note``, if given, is called on that thread first, in the same trip; text
+        it returns is added to the instructions after a blank line (the runtime's one-time
+        reorientation note, ``memory.hooks.take_reorientation``)."""
+
+        def build() -> AssembledContext:
+            text = note() if note is not None else None
+            return self._build(
+                session=session,
+                config=config,
+                agent=agent,
+                user=user,
+                instructions=f"{instructions}\n\n{text}".strip() if text else instructions,
+                tools=tools,
+                supplements=supplements,
+                archive_scope=archive_scope,
+            )
+
+        context = await run_blocking(build)
         if self._hooks is not None:
             await self._hooks.adispatch(MemoryHookPoint.CONTEXT_ASSEMBLED, context.event(session=session))
         return context

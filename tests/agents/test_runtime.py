@@ -488,3 +488,71 @@ async def test_after_a_cleanup_the_todo_list_is_put_back_in_front_of_the_agent(t
     await turn(runtime, agent, session, "and now?")
     last_system = [r.json["messages"][0]["content"] for r in fake_openai.chat_requests if r.json.get("tools")][-1]
     assert "Context was compacted" not in last_system
+
+
+class CountedTrips:
+    """Counts the calls handed to the store threads (memory.threads); ``at_request`` holds the
+    count each time the model is asked."""
+
+    def __init__(self, executor) -> None:
+        self.executor, self.count = executor, 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.count += 1
+        return self.executor.submit(fn, *args, **kwargs)
+
+
+SUMMARY_HEADINGS = ("Goal", "Decisions", "Facts learned", "Open tasks", "Reasoning trail", "Tool results that matter")
+
+
+class ToolThenAnswer:
+    """Step 1: ``bulk`` characters of text and one ``todo`` call; step 2: a short answer.
+    Records the store trips made by the time of each request."""
+
+    name = "tool-then-answer"
+
+    def __init__(self, trips: CountedTrips, bulk: int) -> None:
+        self.trips, self.bulk, self.at_request = trips, bulk, []
+
+    def describe(self) -> str:
+        return "a scripted model"
+
+    async def stream(self, *, messages, tools=None, **options):
+        from agents.llm import ToolCallReady
+
+        if not tools:  # the cleanup's summarizer
+            yield ContentDelta("\n".join(f"## {h}\n- ok" for h in SUMMARY_HEADINGS))
+            yield Finish("stop")
+            return
+        self.at_request.append(self.trips.count)
+        if messages[-1]["role"] == "user":
+            yield ContentDelta("word " * (self.bulk // 5))
+            yield ToolCallReady(ToolCall(id="t1", name="todo", arguments_json='{"action": "list"}'))
+            yield Finish("tool_calls")
+        else:
+            yield ContentDelta("done")
+            yield Finish("stop")
+
+
+async def test_a_turn_makes_two_store_trips_before_its_model_request(tmp_path, backend, monkeypatch):
+    """The lease, the tail repair and the user's message go in one trip (Runtime._begin), the
+    reorientation note and the assembly's reads in another; the cleanup check before step 1
+    uses the head the first trip read, and the check before step 2 the head the step's last
+    write read, so a reply that crossed the threshold is still compacted before the next call."""
+    from memory import threads
+
+    trips = CountedTrips(threads._executor)
+    monkeypatch.setattr(threads, "_executor", trips)
+    model = ToolThenAnswer(trips, bulk=4000)
+    runtime, services = make_runtime(tmp_path, backend, model)
+    agent = agent_node(context_window=4096, compression_threshold=700, keep_tokens=150)
+    session = SessionScope("trips")
+    events = await turn(runtime, agent, session, "hello")
+    assert model.at_request[0] == 2, f"{model.at_request[0]} store trips before the model request"
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.index("ToolFinished") < kinds.index("CleanupStarted") < kinds.index("ContextReady", kinds.index("ToolFinished"))
+    started = next(e for e in events if isinstance(e, CleanupStarted))
+    assert started.tokens > agent.memory_config.compression_threshold
+    assert [e for e in events if isinstance(e, CleanupDone)][0].committed
+    assert kinds[-1] == "TurnFinished"
+    validate_transcript(await read(services, session))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -85,3 +87,37 @@ async def test_a_turn_whose_lease_was_taken_over_stops_at_its_next_event(tmp_pat
     validate_transcript(await sync_to_async(services.bundle.messages.read)(session))
     held = await sync_to_async(kv.get)(session, LEASE_KEY)
     assert json.loads(held.value)["holder"] == "elsewhere", "the new holder's lease must be left alone"
+
+
+async def test_a_turn_cancelled_while_its_first_write_runs_gives_its_lease_back(tmp_path, backend, monkeypatch):
+    """The lease and the user's message are written in one trip to a store thread (Runtime._begin).
+    A cancel that lands during it cannot stop the thread: the trip finishes, and its lease is
+    released then, instead of blocking the conversation until the lease's ttl."""
+    services = build_services(backend=backend, workspace=tmp_path, model=SlowModel(pieces=1, delay=0))
+    runtime = Runtime(services=services, lease_ttl=300)
+    agent = load_declaration(REPO / "config" / "scopes" / "bot.yml").find("default")
+    session = SessionScope("cut-short")
+    messages = services.bundle.messages
+    append, writing = messages.append, threading.Event()
+
+    def slow_append(*args, **kwargs):
+        writing.set()
+        time.sleep(0.3)
+        return append(*args, **kwargs)
+
+    monkeypatch.setattr(messages, "append", slow_append)
+    events = runtime.run_turn(agent=agent, user_id="7", session=session, text="hello")
+    first = asyncio.ensure_future(events.__anext__())
+    await asyncio.get_running_loop().run_in_executor(None, writing.wait, 5)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    for _ in range(100):  # the trip ends about 0.3 s after it started, then the lease goes
+        if await sync_to_async(services.bundle.kv.get)(session, LEASE_KEY) is None:
+            break
+        await asyncio.sleep(0.02)
+    assert await sync_to_async(services.bundle.kv.get)(session, LEASE_KEY) is None, "the lease was left behind"
+    monkeypatch.setattr(messages, "append", append)
+    kinds = [type(e).__name__ async for e in runtime.run_turn(agent=agent, user_id="7", session=session, text="again")]
+    assert kinds[-1] == "TurnFinished", kinds
+    validate_transcript(await sync_to_async(messages.read)(session))
