@@ -133,6 +133,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.sender
 
+    async def dispatch(self, message: dict) -> None:
+        # Channels closes the old database connections of its one synchronous thread before every
+        # handler: a trip to that thread for each frame the client sends, in front of every turn.
+        # This consumer touches the database only through database_sync_to_async, which does the
+        # same before and after each call, and through the stores (memory.threads).
+        if message["type"] == "websocket.receive":
+            return await self.websocket_receive(message)
+        return await super().dispatch(message)
+
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.conversation is None:
             return  # closing: never read a frame of a rejected socket

@@ -520,3 +520,26 @@ async def test_the_opening_frames_wait_at_most_the_hold_for_a_slow_context(conve
     assert "hello there" in early[1], "the message is shown while the context is still being assembled"
     await receive_until(comm, IDLE)
     await comm.disconnect()
+
+
+async def test_a_frame_from_the_client_makes_no_trip_to_the_synchronous_thread(conversation, owner, chat_runtime, monkeypatch):
+    """Channels closes its synchronous thread's old database connections before each handler, a
+    trip to that thread in front of every turn; the chat's frames skip it (ChatConsumer.dispatch).
+    Connecting still goes through it."""
+    import channels.consumer
+
+    calls: list[str] = []
+    close = channels.consumer.aclose_old_connections
+
+    async def counted():
+        calls.append("close")
+        return await close()
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    comm = await connected(conversation, owner)
+    assert calls, "the connect went through channels' own dispatch"
+    before = len(calls)
+    await send(comm, "hello there")
+    await receive_until(comm, IDLE)
+    assert len(calls) == before
+    await comm.disconnect()
