@@ -61,6 +61,17 @@ def _serve_traced(argv: list[str]) -> None:
 
         setattr(owner, name, wrapped)
 
+    def around_sync(owner, name: str, label: str) -> None:  # for work on a store thread
+        inner = getattr(owner, name)
+
+        def wrapped(*args, **kwargs):
+            mark(f"{label} start")
+            result = inner(*args, **kwargs)
+            mark(f"{label} done")
+            return result
+
+        setattr(owner, name, wrapped)
+
     receive = consumer.ChatConsumer.receive
 
     async def traced_receive(self, text_data=None, bytes_data=None):
@@ -118,7 +129,9 @@ def _serve_traced(argv: list[str]) -> None:
     adapter.OpenAIChatModel.stream = traced_stream
     loop.acquire_lease = traced_acquire
     around(loop.Runtime, "_append", "append")
-    around(loop.Runtime, "_open", "tail repair check and user message stored")
+    around(loop.Runtime, "_write", "step write")
+    around(loop.Runtime, "_begin", "the turn's first trip (lease, tail repair, user message)")
+    around_sync(loop.Runtime, "_open", "tail repair check and user message stored")
     around(loop.Runtime, "_assemble", "assembly")
     from memory.assembly.assembler import ContextAssembler
 
@@ -147,7 +160,9 @@ def main() -> None:
     popen = streaming.subprocess.Popen
 
     def traced_popen(args, **kwargs):
-        if "daphne" in args:  # [python, -m, daphne, ...] -> [python, -m, benchmarks.trace_turn, --daphne, ...]
+        # [python, -m, daphne, ...] -> [python, -m, benchmarks.trace_turn, --daphne, ...]; the bare
+        # relay's daphne (the workload's floor) runs untraced.
+        if "daphne" in args and "modex_web.asgi:application" in args:
             at = args.index("daphne")
             args = [*args[:at], "benchmarks.trace_turn", "--daphne", *args[at + 1 :]]
         return popen(args, **kwargs)
@@ -173,8 +188,8 @@ def main() -> None:
     ClientConnection.send = traced_client_send
     ClientConnection.recv = traced_client_recv
     result = streaming.run(quick="--quick" in sys.argv)
-    for row in result.rows[:3]:
-        print(f"{row.metric}: Modex {row.modex:,.2f} {row.unit}, raw SDK {row.peer:,.2f} {row.unit}")
+    for row in result.rows[:5]:
+        print(f"{row.metric}: {row.modex:,.2f} {row.unit}; {row.peer_name}: {row.peer:,.2f} {row.unit}")
 
     turns: list[dict[str, float]] = []
     received: list[float] = []

@@ -1,6 +1,6 @@
 """Streaming relay: model tokens through the runtime and the consumer to a real WebSocket client.
 
-Three processes on loopback:
+Four processes on loopback:
 
 1. the fake OpenAI-compatible server (``tests.fakes.openai_server``, stdlib HTTP, SSE), in its
    own process, answering every chat request with the same reply: ``REPLY_CHARS`` characters
@@ -12,6 +12,10 @@ Three processes on loopback:
    logs in over HTTP (login form, CSRF token, session cookie), opens
    ``/ws/chat/<id>/`` with the session cookie and an allowed Origin (``websockets``, no
    compression), sends one message and reads frames until the composer is idle again.
+
+4. a second daphne serving ``benchmarks.workloads.bare_relay``: a WebSocket that forwards the
+   model adapter's deltas from the same fake server and does nothing else, the floor any
+   WebSocket relay of a model pays on this machine; this process drives it with the same client.
 
 Measured per turn: time from sending the message to the first frame carrying content, and
 content deltas relayed per second (the characters carried after the first content frame, in
@@ -231,7 +235,7 @@ def run(*, quick: bool) -> Workload:
         [sys.executable, "-m", "benchmarks.workloads.streaming", "--serve-fake", str(chars)],
         cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
-    daphne = None
+    daphne = bare = None
     try:
         fake_url = fake.stdout.readline().strip()
         check(fake_url.startswith("http://127.0.0.1:"), f"the fake server did not start ({fake_url!r})")
@@ -261,6 +265,15 @@ def run(*, quick: bool) -> Workload:
             cwd=REPO, env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=open(log_path, "wb"),
         )
         wait_for_port(port, daphne, log_path)
+        bare_port = free_port()
+        bare_log = root / "bare-relay.log"
+        bare = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(bare_port),
+             "benchmarks.workloads.bare_relay:application"],
+            cwd=REPO, env={**os.environ, "BARE_RELAY_MODEL_URL": fake_url},
+            stdout=subprocess.DEVNULL, stderr=open(bare_log, "wb"),
+        )
+        wait_for_port(bare_port, bare, bare_log)
         base = f"http://127.0.0.1:{port}"
         cookie = http_login(base, "bench")
         log(f"streaming: daphne on {base}, logged in; fake model at {fake_url}")
@@ -280,22 +293,24 @@ def run(*, quick: bool) -> Workload:
 
             ws = [checked(await ws_turn(port, cid, cookie), "WebSocket", merged=True) for cid in conversations]
             log(f"streaming: {len(ws)} WebSocket turns, first content after {ws[-1].first * 1e3:.0f} ms")
+            relayed = [checked(await ws_turn(bare_port, "bare", ""), "bare relay") for _ in range(turns + 1)]
             client = openai.AsyncOpenAI(base_url=fake_url, api_key="sk-bench-not-a-key", max_retries=0)
             sdk = [checked(await sdk_turn(client), "raw SDK") for _ in range(turns + 1)]
             await client.close()
             model = OpenAIChatModel(base_url=fake_url, api_key="sk-bench-not-a-key", model="fake-model")
             adapter = [checked(await adapter_turn(model), "OpenAIChatModel") for _ in range(turns + 1)]
             await model.aclose()
-            return ws[1:], sdk[1:], adapter[1:]  # the first of each is the warm-up
+            return ws[1:], relayed[1:], sdk[1:], adapter[1:]  # the first of each is the warm-up
 
-        ws, sdk, adapter = asyncio.run(measure_all())
+        ws, relayed, sdk, adapter = asyncio.run(measure_all())
     finally:
-        if daphne is not None:
-            daphne.terminate()
-            try:
-                daphne.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                daphne.kill()
+        for server in (daphne, bare):
+            if server is not None:
+                server.terminate()
+                try:
+                    server.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    server.kill()
         fake.stdin.close()
         fake.wait(timeout=10)
 
@@ -321,6 +336,15 @@ def run(*, quick: bool) -> Workload:
             raw + ", whole stream", med(t.total for t in sdk) * 1e3,
             notes="includes persisting the reply and the final re-render",
             detail={"modex_s": [t.total for t in ws], "peer_s": [t.total for t in sdk]}),
+        Row(WORKLOAD, "time to first content frame · bare WebSocket relay (daphne + the model adapter, nothing else)", "ms",
+            med(t.first for t in relayed) * 1e3, raw, med(t.first for t in sdk) * 1e3,
+            notes="the floor under the first row: benchmarks/workloads/bare_relay.py forwards each of the adapter's deltas as a "
+            "frame, with no login, storage, assembly or rendering",
+            detail={"modex_s": [t.first for t in relayed], "peer_s": [t.first for t in sdk]}),
+        Row(WORKLOAD, "time to first content frame · Modex over WebSocket vs the bare relay", "ms",
+            med(t.first for t in ws) * 1e3, "bare WebSocket relay (row above)", med(t.first for t in relayed) * 1e3,
+            notes="Modex's own part of its first frame: the lease, the stored message, the assembled context, "
+            "the opening frames"),
         Row(WORKLOAD, "time to first content delta · Modex model adapter (OpenAIChatModel.stream)", "ms",
             med(t.first for t in adapter) * 1e3, raw, med(t.first for t in sdk) * 1e3,
             notes="breakdown: the adapter alone, in the client process", detail={"modex_s": [t.first for t in adapter]}),
