@@ -125,3 +125,16 @@ class ArchiveEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope_key} #{self.seq} {self.title}"
+
+
+class ArchiveListing(models.Model):
+    """Per archive document: its JSON up to the "messages" list (always the last key), which
+    is all that listing summaries reads, every turn. A row of its own, not a column: SQLite
+    stores a row's columns one after another, and reaching a column behind ``body`` or
+    ``data`` walks the overflow pages of the whole document."""
+
+    entry = models.OneToOneField(ArchiveEntry, on_delete=models.CASCADE, primary_key=True, related_name="listing")
+    head = models.TextField()
+
+    class Meta:
+        verbose_name = "archive listing"

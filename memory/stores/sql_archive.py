@@ -18,7 +18,7 @@ from operator import or_
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Avg, Count, Q
 
-from memory.models import SCOPE_KEY_LENGTH, ArchiveEntry, ArchiveHead
+from memory.models import SCOPE_KEY_LENGTH, ArchiveEntry, ArchiveHead, ArchiveListing
 from memory.scopes import Scope
 from memory.stores import textsearch
 from memory.stores.base import (
@@ -47,6 +47,13 @@ from memory.stores.sql_common import (
 
 FTS_TABLE = "memory_archive_fts"
 _MESSAGES_KEY = ',"messages":['
+
+
+def record_head(data: str) -> str:
+    """The head column of a document stored as ``data``: the text before its "messages" list
+    (``memory.stores.codec.summary_from_head`` decodes it), or "" if there is none."""
+    at = data.find(_MESSAGES_KEY)
+    return data[:at] if at >= 0 else ""
 
 _fts_present: dict[tuple[str, str], bool] = {}
 
@@ -95,13 +102,15 @@ class SqlArchiveStore(ArchiveStore):
                     if existing is not None:
                         return document_from_record(json.loads(existing))
                     record["seq"] = self._next_seq(key)
+                    data = dumps(record)
                     entry = ArchiveEntry(
                         scope_key=key, seq=record["seq"], doc_id=document.id,
                         session=column_text(document.session, SCOPE_KEY_LENGTH), title=column_text(document.title),
                         summary=column_text(document.summary), body=" ".join(doc_words), words=len(doc_words),
-                        data=dumps(record), created_at=document.created_at,
+                        data=data, created_at=document.created_at,
                     )
                     entry.save(using=self.using, force_insert=True)
+                    ArchiveListing(entry=entry, head=record_head(data)).save(using=self.using, force_insert=True)
                     if self._indexed():
                         self._index(entry.pk, entry.body)
                 return document_from_record(record)
@@ -143,19 +152,18 @@ class SqlArchiveStore(ArchiveStore):
     @database_errors
     def list_summaries(self, scope: Scope, *, after_seq: int | None = None, limit: int | None = None,
                        newest_first: bool = False) -> list[ArchiveDocument]:
-        # The database cuts each document's JSON before its "messages" list (always the last
-        # key, see document_to_record), so only the head crosses into Python and is decoded.
-        # Plain SQL: assembly lists summaries every turn and compiling the ORM query cost more
-        # than running it.
+        # Only each document's head is read (its JSON before the "messages" list, always the
+        # last key, see document_to_record), from a table of its own (ArchiveListing): cutting
+        # ``data`` in SQL still made the database load every listed document whole, messages
+        # and all, every turn. Plain SQL: compiling the ORM query cost more than running it.
         connection = connections[self.using]
         q = connection.ops.quote_name
-        meta = ArchiveEntry._meta
-        pk, text, seq, key = (q(meta.get_field(name).column) for name in ("id", "data", "seq", "scope_key"))
-        find = "instr({0}, %s)" if connection.vendor == "sqlite" else "strpos({0}, %s)"
-        at = find.format(text)
-        sql = (f"SELECT {pk}, CASE WHEN {at} > 0 THEN substr({text}, 1, {at} - 1) ELSE '' END "
-               f"FROM {q(meta.db_table)} WHERE {key} = %s")
-        params: list[object] = [_MESSAGES_KEY, _MESSAGES_KEY, scope_key(scope)]
+        meta, listing = ArchiveEntry._meta, ArchiveListing._meta
+        pk, seq, key = (f"e.{q(meta.get_field(name).column)}" for name in ("id", "seq", "scope_key"))
+        head, entry = (f"l.{q(listing.get_field(name).column)}" for name in ("head", "entry"))
+        sql = (f"SELECT {pk}, {head} FROM {q(meta.db_table)} e LEFT JOIN {q(listing.db_table)} l ON {entry} = {pk} "
+               f"WHERE {key} = %s")
+        params: list[object] = [scope_key(scope)]
         if after_seq is not None:
             sql += f" AND {seq} > %s"
             params.append(check_int(after_seq, "after_seq"))

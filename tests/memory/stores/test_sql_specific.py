@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.models import ArchiveEntry, PrunedMessageId, SessionHead, StoredMessage
+from memory.models import ArchiveEntry, ArchiveListing, PrunedMessageId, SessionHead, StoredMessage
 from memory.scopes import CompositeScope, SessionScope, UserScope
 from memory.stores import sql_archive
 from memory.stores.base import ArchiveDocument, DuplicateMessage, KVItem
@@ -223,3 +223,50 @@ def test_both_append_paths_keep_seqs_totals_and_reject_used_ids(messages, monkey
     head = messages.head(S)
     assert (head.count, head.last_seq, head.version) == (2, 4, pruned.head.version + 1)
     assert head.tokens == sum(m.tokens for m in messages.read(S))
+
+
+def test_listing_summaries_reads_the_listing_rows_not_the_whole_documents():
+    """Each document's head (its JSON before the messages) has a row of its own, so listing
+    summaries every turn never loads a document's messages: with ``data`` made unreadable, the
+    listing is unchanged, while ``get`` (which does need the messages) fails loudly."""
+    store = SqlArchiveStore()
+    doc = store.put(S, ArchiveDocument(session="session:abc", summary="the plan", title="t",
+                                       messages=tuple(conversation(40)), metadata={"messages": [1]}))
+    row = ArchiveEntry.objects.get()
+    head = ArchiveListing.objects.get(entry=row).head
+    assert json.loads(head + "}")["summary"] == "the plan"
+    assert row.data.startswith(head) and row.data[len(head):].startswith(',"messages":[')
+    ArchiveEntry.objects.filter(pk=row.pk).update(data="{not json")
+    assert store.list_summaries(S) == [replace(doc, messages=())]
+    with pytest.raises(ValueError):
+        store.get(S, doc.id)
+    assert store.delete(S, doc.id) and not ArchiveListing.objects.exists(), "the listing row goes with its document"
+
+
+def test_a_document_without_a_usable_listing_is_listed_from_its_data():
+    store = SqlArchiveStore()
+    doc = store.put(S, ArchiveDocument(session="session:abc", summary="older", messages=tuple(conversation(4))))
+    ArchiveListing.objects.filter(entry__doc_id=doc.id).update(head='{"id": "x"')
+    assert store.list_summaries(S) == [replace(doc, messages=())]
+    ArchiveListing.objects.filter(entry__doc_id=doc.id).delete()
+    assert store.list_summaries(S) == [replace(doc, messages=())]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_gives_documents_stored_before_it_their_listing():
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("memory", "0002_archive_fts")])
+    try:
+        old = executor.loader.project_state([("memory", "0002_archive_fts")]).apps.get_model("memory", "ArchiveEntry")
+        data = ('{"id":"d1","seq":1,"session":"s","title":"","summary":"kept","created_at":"2026-01-01T00:00:00+00:00",'
+                '"metadata":{},"messages":[]}')
+        old.objects.create(scope_key=scope_key(S), seq=1, doc_id="d1", data=data, created_at="2026-01-01T00:00:00Z")
+        executor = MigrationExecutor(connection)
+        executor.migrate([("memory", "0003_archive_listing")])
+        assert ArchiveListing.objects.get(entry__doc_id="d1").head == data[: data.index(',"messages":[')]
+        assert [d.summary for d in SqlArchiveStore().list_summaries(S)] == ["kept"]
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
