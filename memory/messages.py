@@ -273,22 +273,36 @@ class Message:
         except (_NotStored, KeyError, TypeError, ValueError, AttributeError):
             return cls.from_record(record)
         message = object.__new__(cls)
-        _set = object.__setattr__
-        _set(message, "role", role)
-        _set(message, "content", content)
-        _set(message, "reasoning_content", reasoning)
-        _set(message, "tool_calls", calls)
-        _set(message, "tool_call_id", tool_call_id)
-        _set(message, "name", name)
-        _set(message, "kind", kind)
-        _set(message, "id", message_id)
-        _set(message, "seq", seq)
-        _set(message, "created_at", created_at)
-        _set(message, "tokens", tokens)
+        s = _MESSAGE_SLOTS
+        s.role(message, role)
+        s.content(message, content)
+        s.reasoning_content(message, reasoning)
+        s.tool_calls(message, calls)
+        s.tool_call_id(message, tool_call_id)
+        s.name(message, name)
+        s.kind(message, kind)
+        s.id(message, message_id)
+        s.seq(message, seq)
+        s.created_at(message, created_at)
+        s.tokens(message, tokens)
         return message
 
     def with_seq(self, seq: int) -> Message:
         return replace(self, seq=seq)
+
+
+class _Slots:
+    """The slot setters of a frozen slotted dataclass, by field name: ``from_stored`` fills a
+    new value through them (half the cost of ``object.__setattr__``, which looks the slot up
+    by name each time)."""
+
+    def __init__(self, cls: type) -> None:
+        for name in cls.__slots__:
+            setattr(self, name, cls.__dict__[name].__set__)
+
+
+_MESSAGE_SLOTS = _Slots(Message)
+_CALL_SLOTS = _Slots(ToolCall)
 
 
 class _NotStored(Exception):
@@ -307,9 +321,9 @@ def _stored_call(data: Any) -> ToolCall:
     ):
         raise _NotStored
     call = object.__new__(ToolCall)
-    object.__setattr__(call, "id", call_id)
-    object.__setattr__(call, "name", name)
-    object.__setattr__(call, "arguments_json", arguments)
+    _CALL_SLOTS.id(call, call_id)
+    _CALL_SLOTS.name(call, name)
+    _CALL_SLOTS.arguments_json(call, arguments)
     return call
 
 
