@@ -30,5 +30,6 @@ class ToolContext:
     subagent_sessions: list[SessionScope] = field(default_factory=list)
     fence: Fence | None = None  # the turn lease's fencing token: every session write carries it
     #: The session's head as the run's own last write left it, or None when it is not known (a
-    #: cleanup changed the session since): spares the cleanup check a read before each step.
+    #: cleanup, or an AFTER_TOOL handler, may have changed the session since): spares the
+    #: cleanup check a read before each step. A tool that writes the session sets it to None.
     head: SessionHead | None = None

@@ -65,19 +65,6 @@ STOPPED_NOTE = "[stopped before the answer was complete]"
 TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
 
 
-def _release_orphan(kv: Any, trip: asyncio.Future) -> None:
-    """``trip`` (``Runtime._begin``'s) finished after its turn was cancelled: release its lease."""
-    if trip.cancelled() or trip.exception() is not None:
-        return
-    lease = trip.result()[0]
-
-    def released(done: asyncio.Future) -> None:
-        if not done.cancelled() and done.exception() is not None:
-            logger.warning("could not release the turn lease of %s: %s", lease.scope.key(), done.exception())
-
-    asyncio.ensure_future(_io(release_lease, kv=kv, lease=lease)).add_done_callback(released)
-
-
 def _missing_results(tail: list[Message], session: SessionScope) -> list[Message]:
     if synthetic := missing_results(tail):
         logger.warning("repairing %d interrupted tool call(s) in %s", len(synthetic), session.key())
@@ -120,6 +107,7 @@ class Runtime:
         # None: the process's installers as they are at each run (see ``hooks_for``).
         self._installers = (lambda: list(installers)) if installers is not None else registered_installers
         self._running: set[str] = set()
+        self._orphans: set[asyncio.Task] = set()  # closing turns cancelled during their first trip
 
     # -- public -------------------------------------------------------------------------------
 
@@ -196,6 +184,12 @@ class Runtime:
                 logger.error("turn of %s fenced out: %s", key, exc)
                 final = None
                 yield TurnFailed(error=TAKEN_OVER, kind="LeaseLost")
+        except (asyncio.CancelledError, GeneratorExit):
+            # Stopped or cancelled at any event: the user's message was stored before the first
+            # one, so it gets its (marked) answer. Inside a step, _loop has closed the turn
+            # already, and this finds the message answered.
+            await asyncio.shield(self._abandon(session, CompletionBuilder(), None, lease.fence))
+            raise
         finally:
             self._running.discard(key)
             with contextlib.suppress(Exception):
@@ -293,6 +287,8 @@ class Runtime:
                     stored_result = (await self._write(ctx, [result]))[0]
                     pending.pop(0)
                     await ctx.hooks.fire(HookPoint.AFTER_TOOL, agent=ctx.agent, session=ctx.session, call=call, outcome=outcome)
+                    if ctx.hooks.entries(HookPoint.AFTER_TOOL):
+                        ctx.head = None  # a handler may have written the session since the head was read
                     yield ToolFinished(call=call, content=stored_result.content or "", ok=outcome.ok)
                     yield MessageStored(message=stored_result)
             except ModelError as exc:
@@ -360,8 +356,9 @@ class Runtime:
     async def _begin(self, session: SessionScope, text: str) -> tuple[Lease, list[Message], SessionHead]:
         """Take the turn lease and make the turn's first write (``_open``) in one trip to a store
         thread: a turn makes no other store call before its model request but the assembly's.
-        Raises LeaseBusy. A cancel that lands during the trip lets it finish in its thread and
-        then gives the lease back, so the conversation is not left blocked until the lease's ttl."""
+        Raises LeaseBusy. A cancel that lands during the trip lets it finish in its thread; the
+        turn is then closed as a stopped one (``_close_orphan``): the stored message gets its
+        marked answer and the lease is given back, not left to block the conversation."""
         kv = self.services.bundle.kv
 
         def begin() -> tuple[Lease, list[Message], SessionHead]:
@@ -377,8 +374,29 @@ class Runtime:
         try:
             return await asyncio.shield(trip)
         except asyncio.CancelledError:
-            trip.add_done_callback(lambda done: _release_orphan(kv, done))
+            trip.add_done_callback(lambda done: self._close_orphan(session, done))
             raise
+
+    def _close_orphan(self, session: SessionScope, trip: asyncio.Future) -> None:
+        """``trip`` (``_begin``'s) finished after its turn was cancelled: close that turn."""
+        if trip.cancelled() or trip.exception() is not None:
+            return
+        lease = trip.result()[0]
+
+        async def close() -> None:
+            try:
+                await self._abandon(session, CompletionBuilder(), None, lease.fence)
+            finally:
+                await _io(release_lease, kv=self.services.bundle.kv, lease=lease)
+
+        def closed(task: asyncio.Task) -> None:
+            self._orphans.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                logger.warning("could not close the cancelled turn of %s: %s", session.key(), task.exception())
+
+        task = asyncio.ensure_future(close())
+        self._orphans.add(task)  # referenced until done: the loop keeps only weak references
+        task.add_done_callback(closed)
 
     def _open(self, session: SessionScope, fence: Fence | None, text: str) -> tuple[list[Message], SessionHead]:
         """A turn's first write (on a store thread): the results a crashed turn left missing at

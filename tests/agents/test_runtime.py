@@ -556,3 +556,28 @@ async def test_a_turn_makes_two_store_trips_before_its_model_request(tmp_path, b
     assert [e for e in events if isinstance(e, CleanupDone)][0].committed
     assert kinds[-1] == "TurnFinished"
     validate_transcript(await read(services, session))
+
+
+async def test_an_after_tool_handler_that_writes_the_session_is_seen_by_the_next_cleanup_check(tmp_path, backend):
+    """The cleanup check uses the head the step's last write read, unless an AFTER_TOOL handler
+    ran since: it may have written the session, so the check reads the head again."""
+    from agents.runtime.hooks import HookPoint, RuntimeHooks
+    from memory import threads
+
+    model = ToolThenAnswer(CountedTrips(threads._executor), bulk=50)  # the reply alone stays under the threshold
+    hooks = RuntimeHooks()
+    runtime, services = make_runtime(tmp_path, backend, model, hooks=hooks)
+
+    def note_after_tool(*, session, call, **_):
+        note = Message(role="assistant", content="log " * 1200)  # crosses the threshold
+        services.bundle.messages.append(session, [Message(role="user", content="(tool log follows)"), note])
+
+    async def after_tool(**payload):
+        await asyncio.to_thread(note_after_tool, **payload)
+
+    hooks.register(HookPoint.AFTER_TOOL, after_tool)
+    agent = agent_node(context_window=4096, compression_threshold=700, keep_tokens=150)
+    events = await turn(runtime, agent, SessionScope("hooked"), "hello")
+    kinds = [type(e).__name__ for e in events]
+    assert "CleanupStarted" in kinds and kinds.index("ToolFinished") < kinds.index("CleanupStarted"), kinds
+    assert kinds[-1] == "TurnFinished"

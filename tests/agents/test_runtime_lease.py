@@ -18,6 +18,7 @@ from agents.declarations import load_declaration
 from agents.runtime.events import TurnFailed, TurnFinished
 from agents.llm import ContentDelta, Finish
 from agents.runtime.loop import Runtime
+from agents.runtime.outcomes import KIND_TURN_STOPPED
 from agents.runtime.services import build_services
 from memory.scopes import SessionScope
 from memory.transcript import validate_transcript
@@ -89,10 +90,11 @@ async def test_a_turn_whose_lease_was_taken_over_stops_at_its_next_event(tmp_pat
     assert json.loads(held.value)["holder"] == "elsewhere", "the new holder's lease must be left alone"
 
 
-async def test_a_turn_cancelled_while_its_first_write_runs_gives_its_lease_back(tmp_path, backend, monkeypatch):
+async def test_a_turn_cancelled_while_its_first_write_runs_answers_and_gives_its_lease_back(tmp_path, backend, monkeypatch):
     """The lease and the user's message are written in one trip to a store thread (Runtime._begin).
-    A cancel that lands during it cannot stop the thread: the trip finishes, and its lease is
-    released then, instead of blocking the conversation until the lease's ttl."""
+    A cancel that lands during it cannot stop the thread: the trip finishes, then the stored
+    message gets its marked answer and the lease is released, instead of blocking the
+    conversation until the lease's ttl."""
     services = build_services(backend=backend, workspace=tmp_path, model=SlowModel(pieces=1, delay=0))
     runtime = Runtime(services=services, lease_ttl=300)
     agent = load_declaration(REPO / "config" / "scopes" / "bot.yml").find("default")
@@ -117,7 +119,28 @@ async def test_a_turn_cancelled_while_its_first_write_runs_gives_its_lease_back(
             break
         await asyncio.sleep(0.02)
     assert await sync_to_async(services.bundle.kv.get)(session, LEASE_KEY) is None, "the lease was left behind"
+    stored = await sync_to_async(messages.read)(session)
+    assert [(m.role, m.kind) for m in stored] == [("user", "message"), ("assistant", KIND_TURN_STOPPED)]
     monkeypatch.setattr(messages, "append", append)
     kinds = [type(e).__name__ async for e in runtime.run_turn(agent=agent, user_id="7", session=session, text="again")]
     assert kinds[-1] == "TurnFinished", kinds
     validate_transcript(await sync_to_async(messages.read)(session))
+
+
+async def test_a_turn_closed_at_its_first_event_answers_the_stored_message(tmp_path, backend):
+    """The user's message is stored before the turn's first event (TurnStarted). A stop that
+    closes the turn there (the consumer closes it at its next event) still leaves the message
+    answered, as a stopped turn, and the lease released."""
+    services = build_services(backend=backend, workspace=tmp_path, model=SlowModel(pieces=1, delay=0))
+    runtime = Runtime(services=services, lease_ttl=300)
+    agent = load_declaration(REPO / "config" / "scopes" / "bot.yml").find("default")
+    session = SessionScope("stopped-early")
+    for closed_after in (1, 2):  # at TurnStarted, then at the user's MessageStored
+        events = runtime.run_turn(agent=agent, user_id="7", session=session, text=f"hello {closed_after}")
+        kinds = [type(await events.__anext__()).__name__ for _ in range(closed_after)]
+        assert kinds == ["TurnStarted", "MessageStored"][:closed_after]
+        await events.aclose()
+        assert await sync_to_async(services.bundle.kv.get)(session, LEASE_KEY) is None
+    stored = await sync_to_async(services.bundle.messages.read)(session)
+    assert [(m.role, m.kind) for m in stored] == [("user", "message"), ("assistant", KIND_TURN_STOPPED)] * 2
+    validate_transcript(stored)
