@@ -37,7 +37,7 @@ import contextlib
 import json
 import logging
 
-from channels.db import database_sync_to_async
+from channels.db import aclose_old_connections, database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.chat import service as chat
@@ -134,13 +134,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await self.sender
 
     async def dispatch(self, message: dict) -> None:
-        # Channels closes the old database connections of its one synchronous thread before every
-        # handler: a trip to that thread for each frame the client sends, in front of every turn.
-        # This consumer touches the database only through database_sync_to_async, which does the
-        # same before and after each call, and through the stores (memory.threads).
+        # Channels closes the old database connections of its synchronous thread before every
+        # handler: a trip to that thread in front of every turn. For a client's frame it comes
+        # after the handler instead, while the turn it started is on its way: the turn's work on
+        # that thread (tools, hooks) comes later and finds it done. The one frame that reads on
+        # that thread at once, a "sync", closes them first itself (receive).
         if message["type"] == "websocket.receive":
-            return await self.websocket_receive(message)
-        return await super().dispatch(message)
+            await self.websocket_receive(message)
+            await aclose_old_connections()
+            return
+        await super().dispatch(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if self.conversation is None:
@@ -159,6 +162,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if action == "stop" and message is None:
             return self._stop()
         if action == "sync" and message is None:
+            await aclose_old_connections()
             return self._post(await self.stream.sync(running=self._running() or self._following))
         if action is None and isinstance(message, str):
             return self._start(storable(message))  # json.loads lets lone surrogates through

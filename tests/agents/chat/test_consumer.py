@@ -522,24 +522,41 @@ async def test_the_opening_frames_wait_at_most_the_hold_for_a_slow_context(conve
     await comm.disconnect()
 
 
-async def test_a_frame_from_the_client_makes_no_trip_to_the_synchronous_thread(conversation, owner, chat_runtime, monkeypatch):
+async def test_a_turn_starts_before_the_old_database_connections_are_closed(conversation, owner, chat_runtime, monkeypatch):
     """Channels closes its synchronous thread's old database connections before each handler, a
-    trip to that thread in front of every turn; the chat's frames skip it (ChatConsumer.dispatch).
-    Connecting still goes through it."""
+    trip to that thread in front of every turn. For a client's frame they are closed after the
+    handler (ChatConsumer.dispatch): the turn has started by then. Still once per frame."""
     import channels.consumer
 
-    calls: list[str] = []
+    from agents.chat import consumer
+    from agents.runtime.loop import Runtime
+
+    log: list[str] = []
     close = channels.consumer.aclose_old_connections
 
     async def counted():
-        calls.append("close")
-        return await close()
+        log.append("close")
+        await asyncio.sleep(0.3)  # a slow trip to the synchronous thread
+        await close()
+        log.append("closed")
+
+    run_turn = Runtime.run_turn
+
+    def logged_run_turn(self, **kwargs):
+        log.append("turn")
+        return run_turn(self, **kwargs)
 
     monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    monkeypatch.setattr(consumer, "aclose_old_connections", counted)
+    monkeypatch.setattr(Runtime, "run_turn", logged_run_turn)
     comm = await connected(conversation, owner)
-    assert calls, "the connect went through channels' own dispatch"
-    before = len(calls)
+    assert log == ["close", "closed"], "the connect went through channels' own dispatch"
     await send(comm, "hello there")
     await receive_until(comm, IDLE)
-    assert len(calls) == before
+    await asyncio.sleep(0.5)
+    assert log[2:] == ["close", "turn", "closed"], "the turn did not wait for the connections to be closed"
+    await comm.send_json_to({"action": "sync"})
+    await comm.receive_from(timeout=5)
+    await asyncio.sleep(0.5)
+    assert log[5:] == ["close", "closed", "close", "closed"], "a sync re-render closes them before it reads, then after"
     await comm.disconnect()
