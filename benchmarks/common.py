@@ -66,6 +66,7 @@ class Row:
     show_ratio: bool = True  # False for counts where a quotient means nothing (0 vs 97 broken tails)
     expect: str = ""  # for SCALING rows: what the ratio should be, e.g. "≈1× (flat)"
     status: str = "ok"
+    subject: str = "Modex"  # what the row measures, for its reading ("the bare relay 1.3× costlier")
     notes: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
 

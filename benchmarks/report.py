@@ -125,9 +125,10 @@ def reading(row: dict[str, Any]) -> str:
         return f"expected {row.get('expect') or '≈1×'}"
     if 0.95 <= ratio <= 1.05:
         return "on par (within 5 %)"
+    subject = row.get("subject") or "Modex"
     if better == LOWER_IS_BETTER:
-        return f"Modex {_times(1 / ratio)} cheaper" if ratio < 1 else f"Modex {_times(ratio)} costlier"
-    return f"Modex {_times(ratio)} higher" if ratio > 1 else f"Modex {_times(1 / ratio)} lower"
+        return f"{subject} {_times(1 / ratio)} cheaper" if ratio < 1 else f"{subject} {_times(ratio)} costlier"
+    return f"{subject} {_times(ratio)} higher" if ratio > 1 else f"{subject} {_times(1 / ratio)} lower"
 
 
 def _times(x: float) -> str:

@@ -56,7 +56,9 @@ async def run_blocking(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     The store thread's call goes straight to the executor, as ``asyncio.to_thread`` does:
     ``sync_to_async`` costs about twice as much per call (its bookkeeping lets the function call
     ``async_to_sync`` back into this loop, which no store call does), and a turn makes several
-    of these calls before its model request."""
+    of these calls before its model request. So ``fn`` sees the caller's context variables but
+    not what Django keeps in asgiref ``Local`` objects for the caller's thread (the activated
+    time zone and language, the URLconf): store work must not depend on them."""
     if _sync_caller_waiting():
         return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)

@@ -340,7 +340,7 @@ def run(*, quick: bool) -> Workload:
             med(t.first for t in relayed) * 1e3, raw, med(t.first for t in sdk) * 1e3,
             notes="the floor under the first row: benchmarks/workloads/bare_relay.py forwards each of the adapter's deltas as a "
             "frame, with no login, storage, assembly or rendering",
-            detail={"modex_s": [t.first for t in relayed], "peer_s": [t.first for t in sdk]}),
+            subject="the bare relay", detail={"modex_s": [t.first for t in relayed], "peer_s": [t.first for t in sdk]}),
         Row(WORKLOAD, "time to first content frame · Modex over WebSocket vs the bare relay", "ms",
             med(t.first for t in ws) * 1e3, "bare WebSocket relay (row above)", med(t.first for t in relayed) * 1e3,
             notes="Modex's own part of its first frame: the lease, the stored message, the assembled context, "

@@ -14,11 +14,16 @@ MESSAGES_KEY = ',"messages":['  # as memory.stores.sql_archive cuts it; frozen h
 def fill_listings(apps, schema_editor):
     alias = schema_editor.connection.alias
     entries = apps.get_model("memory", "ArchiveEntry").objects.using(alias)
-    listings = apps.get_model("memory", "ArchiveListing").objects.using(alias)
-    for pk in entries.values_list("pk", flat=True).iterator(chunk_size=200):
-        data = entries.filter(pk=pk).values_list("data", flat=True).first() or ""
+    listing = apps.get_model("memory", "ArchiveListing")
+    batch = []
+    # One pass over the documents, a few dozen in memory at a time (a document can be large).
+    for pk, data in entries.order_by("pk").values_list("pk", "data").iterator(chunk_size=50):
         at = data.find(MESSAGES_KEY)
-        listings.create(entry_id=pk, head=data[:at] if at >= 0 else "")
+        batch.append(listing(entry_id=pk, head=data[:at] if at >= 0 else ""))
+        if len(batch) == 50:
+            listing.objects.using(alias).bulk_create(batch)
+            batch = []
+    listing.objects.using(alias).bulk_create(batch)
 
 
 class Migration(migrations.Migration):

@@ -260,13 +260,18 @@ def test_the_migration_gives_documents_stored_before_it_their_listing():
     executor.migrate([("memory", "0002_archive_fts")])
     try:
         old = executor.loader.project_state([("memory", "0002_archive_fts")]).apps.get_model("memory", "ArchiveEntry")
-        data = ('{"id":"d1","seq":1,"session":"s","title":"","summary":"kept","created_at":"2026-01-01T00:00:00+00:00",'
-                '"metadata":{},"messages":[]}')
-        old.objects.create(scope_key=scope_key(S), seq=1, doc_id="d1", data=data, created_at="2026-01-01T00:00:00Z")
+        heads = {}
+        for seq in range(1, 121):  # more than one batch of the backfill
+            head = (f'{{"id":"d{seq}","seq":{seq},"session":"s","title":"","summary":"kept {seq}",'
+                    '"created_at":"2026-01-01T00:00:00+00:00","metadata":{}')
+            heads[f"d{seq}"] = head
+            old.objects.create(scope_key=scope_key(S), seq=seq, doc_id=f"d{seq}", data=head + ',"messages":[]}',
+                               created_at="2026-01-01T00:00:00Z")
         executor = MigrationExecutor(connection)
         executor.migrate([("memory", "0003_archive_listing")])
-        assert ArchiveListing.objects.get(entry__doc_id="d1").head == data[: data.index(',"messages":[')]
-        assert [d.summary for d in SqlArchiveStore().list_summaries(S)] == ["kept"]
+        assert dict(ArchiveListing.objects.values_list("entry__doc_id", "head")) == heads
+        assert [d.summary for d in SqlArchiveStore().list_summaries(S, limit=2, newest_first=True)] == [
+            "kept 120", "kept 119"]
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
