@@ -8,9 +8,9 @@ builds the reply it stores.
 While it reads, it yields to the event loop (STACK.md): a model whose deltas are already
 buffered would otherwise be read to the end before the socket sends anything. Every
 ``STREAM_YIELD_SECONDS``, not per delta, since the relay sends text at most about that often
-anyway; and after each of the call's first ``EAGER_YIELDS`` events, because the first frame is
-rendered and sent in one pass of the loop and written to the socket in the next, and each would
-otherwise wait behind a slice of reading.
+anyway; and after every event until ``EAGER_YIELDS`` have followed the call's first text,
+because that text's frame takes several passes of the loop (the send loop renders and sends it,
+then the socket is polled and written), and each would otherwise wait behind a slice of reading.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from memory.text import StorableDeltas
 from memory.tokens import count_text
 
 STREAM_YIELD_SECONDS = 0.002  # while streaming, the turn yields to the event loop at least this often
-EAGER_YIELDS = 4  # ... and after each of a model call's first events (its first frame is written then)
+EAGER_YIELDS = 8  # ... and after each event until this many have followed the call's first text
 
 
 async def relay_reply(
@@ -39,6 +39,7 @@ async def relay_reply(
     clock = asyncio.get_running_loop().time
     pause_at = 0.0  # the first event yields at once
     eager = EAGER_YIELDS
+    texted = False
     try:
         async for event in events:
             if isinstance(event, ContentDelta | ReasoningDelta):
@@ -48,11 +49,13 @@ async def relay_reply(
             builder.add(event)
             if isinstance(event, ContentDelta):
                 completion_tokens += count_text(event.text)
+                texted = True
                 yield ContentChunk(text=event.text, completion_tokens=completion_tokens)
             elif isinstance(event, ReasoningDelta):
+                texted = True
                 yield ReasoningChunk(text=event.text)
-            if eager or clock() >= pause_at:
-                eager = max(0, eager - 1)
+            if not texted or eager or clock() >= pause_at:
+                eager = max(0, eager - texted)
                 await asyncio.sleep(0)
                 pause_at = clock() + STREAM_YIELD_SECONDS
         for channel, chunk in ((ContentDelta, ContentChunk), (ReasoningDelta, ReasoningChunk)):
