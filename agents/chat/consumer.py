@@ -72,6 +72,8 @@ FOLLOW_POLL_SECONDS = 0.25
 TEXT_FRAME_SECONDS = 0.008
 #: How long a step's meter waits for the step's first text to go out first (_text_before_meter).
 METER_HOLD_SECONDS = 0.05
+#: How long the meter that waited for a step's first text lets that text reach the socket first.
+FLUSH_SECONDS = 0.001
 #: How long a turn's opening frames (the composer shut, the user's message) wait for the turn's
 #: next event, so that they are rendered while the model request is on its way (_hold_opening).
 OPENING_HOLD_SECONDS = 0.05
@@ -279,7 +281,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 logger.exception("could not render or send a chat fragment for %s", self.conversation.pk)
                 with contextlib.suppress(Exception):
                     await self.send(text_data=error_fragment("A part of the reply could not be shown; reload the page to see it."))
-            await asyncio.sleep(0)  # let the frame go out before the next one (STACK.md)
+            if isinstance(item, _TEXT) and pending and isinstance(pending[0], ContextReady):
+                # The meter that waited for the step's first text: its rendering would run before
+                # daphne has written that text to the socket, a few passes of the loop from now.
+                await asyncio.sleep(FLUSH_SECONDS)
+            else:
+                await asyncio.sleep(0)  # let the frame go out before the next one (STACK.md)
 
     async def _hold_opening(self, pending: collections.deque) -> None:
         """``pending`` starts with a turn's TurnStarted: wait, at most OPENING_HOLD_SECONDS, for

@@ -560,3 +560,37 @@ async def test_a_turn_starts_before_the_old_database_connections_are_closed(conv
     await asyncio.sleep(0.5)
     assert log[5:] == ["close", "closed", "close", "closed"], "a sync re-render closes them before it reads, then after"
     await comm.disconnect()
+
+
+async def test_the_meter_that_waited_for_the_first_text_lets_it_reach_the_socket_first(conversation, owner, chat_runtime, monkeypatch):
+    """Daphne writes a frame to the socket a few passes of the event loop after it is sent;
+    rendering the meter takes a millisecond or two of the loop. So the meter that waited for the
+    step's first text (consumer._text_before_meter) starts rendering FLUSH_SECONDS after it."""
+    from agents.chat.consumer import ChatConsumer
+    from agents.chat.fragments import ChatStream
+    from agents.runtime.events import ContextReady
+
+    monkeypatch.setattr("agents.chat.consumer.FLUSH_SECONDS", 0.3)
+    log: list[tuple[str, float]] = []
+    clock = asyncio.get_running_loop().time
+    send_frame, render = ChatConsumer.send, ChatStream.render
+
+    async def logged_send(self, text_data=None, bytes_data=None, close=False):
+        if text_data and CONTENT in text_data:
+            log.append(("text sent", clock()))
+        return await send_frame(self, text_data=text_data, bytes_data=bytes_data, close=close)
+
+    async def logged_render(self, event):
+        if isinstance(event, ContextReady):
+            log.append(("meter rendered", clock()))
+        return await render(self, event)
+
+    monkeypatch.setattr(ChatConsumer, "send", logged_send)
+    monkeypatch.setattr(ChatStream, "render", logged_render)
+    comm = await connected(conversation, owner)
+    await send(comm, "hello there")
+    await receive_until(comm, IDLE)
+    (first, sent), (second, rendered) = log[0], log[1]
+    assert (first, second) == ("text sent", "meter rendered"), log[:3]
+    assert rendered - sent >= 0.25
+    await comm.disconnect()
