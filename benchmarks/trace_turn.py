@@ -173,14 +173,18 @@ def main() -> None:
     reads: list[list[tuple[str, float]]] = []  # per turn: (kind, when) of each frame read
     client_recv = ClientConnection.recv
 
+    def modex(connection) -> bool:  # not the bare relay's socket (the workload's floor)
+        return "/bare/" not in connection.request.path
+
     async def traced_client_send(self, message, *args, **kwargs):
-        sends.append(time.perf_counter())  # CLOCK_MONOTONIC: comparable across processes here
-        reads.append([])
+        if modex(self):
+            sends.append(time.perf_counter())  # CLOCK_MONOTONIC: comparable across processes here
+            reads.append([])
         return await client_send(self, message, *args, **kwargs)
 
     async def traced_client_recv(self, *args, **kwargs):
         frame = await client_recv(self, *args, **kwargs)
-        if isinstance(frame, str) and reads:
+        if isinstance(frame, str) and reads and modex(self):
             reads[-1].append((_kind(frame), time.perf_counter()))
         return frame
 

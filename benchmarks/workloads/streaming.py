@@ -23,8 +23,8 @@ deltas of ``CHUNK_CHARS``, ÷ the time from the first content frame to the last;
 sends the deltas that queued up behind one another as one frame). The same
 numbers for the raw SDK (``openai.AsyncOpenAI`` ``chat.completions.create(stream=True)``
 against the same server) and for Modex's model adapter alone (``OpenAIChatModel.stream``), so
-the overhead of runtime + consumer + socket is the ratio. One warm-up turn each, then the
-median of 15 turns (3 with ``--quick``).
+the overhead of runtime + consumer + socket is the ratio. The four are measured round by round,
+one turn of each per round; one warm-up round, then the median of 15 (3 with ``--quick``).
 
 Checks: the content fragments, unescaped and joined, are exactly the reply; between one frame
 and one per delta over the socket (exactly one per delta for the SDK and the adapter); no error
@@ -291,16 +291,20 @@ def run(*, quick: bool) -> Workload:
 
             from agents.llm.openai import OpenAIChatModel
 
-            ws = [checked(await ws_turn(port, cid, cookie), "WebSocket", merged=True) for cid in conversations]
-            log(f"streaming: {len(ws)} WebSocket turns, first content after {ws[-1].first * 1e3:.0f} ms")
-            relayed = [checked(await ws_turn(bare_port, "bare", ""), "bare relay") for _ in range(turns + 1)]
             client = openai.AsyncOpenAI(base_url=fake_url, api_key="sk-bench-not-a-key", max_retries=0)
-            sdk = [checked(await sdk_turn(client), "raw SDK") for _ in range(turns + 1)]
-            await client.close()
             model = OpenAIChatModel(base_url=fake_url, api_key="sk-bench-not-a-key", model="fake-model")
-            adapter = [checked(await adapter_turn(model), "OpenAIChatModel") for _ in range(turns + 1)]
+            ws, relayed, sdk, adapter = [], [], [], []
+            # Round by round, one turn of each: the machine's speed drifts over a run by more than
+            # the differences measured here, so the four see the same conditions.
+            for cid in conversations:
+                ws.append(checked(await ws_turn(port, cid, cookie), "WebSocket", merged=True))
+                relayed.append(checked(await ws_turn(bare_port, "bare", ""), "bare relay"))
+                sdk.append(checked(await sdk_turn(client), "raw SDK"))
+                adapter.append(checked(await adapter_turn(model), "OpenAIChatModel"))
+            log(f"streaming: {len(ws)} rounds, Modex's first content after {ws[-1].first * 1e3:.0f} ms")
+            await client.close()
             await model.aclose()
-            return ws[1:], relayed[1:], sdk[1:], adapter[1:]  # the first of each is the warm-up
+            return ws[1:], relayed[1:], sdk[1:], adapter[1:]  # the first round is the warm-up
 
         ws, relayed, sdk, adapter = asyncio.run(measure_all())
     finally:
