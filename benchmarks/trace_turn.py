@@ -128,10 +128,12 @@ def _serve_traced(argv: list[str]) -> None:
     loop.Runtime.run_turn = traced_run_turn
     adapter.OpenAIChatModel.stream = traced_stream
     loop.acquire_lease = traced_acquire
-    around(loop.Runtime, "_append", "append")
-    around(loop.Runtime, "_write", "step write")
+    from agents.runtime.writes import SessionWrites
+
+    around(SessionWrites, "append", "append")
+    around(SessionWrites, "append_reading_head", "step write")
     around(loop.Runtime, "_begin", "the turn's first trip (lease, tail repair, user message)")
-    around_sync(loop.Runtime, "_open", "tail repair check and user message stored")
+    around_sync(SessionWrites, "open", "tail repair check and user message stored")
     around(loop.Runtime, "_assemble", "assembly")
     from memory.assembly.assembler import ContextAssembler
 

@@ -35,7 +35,7 @@ from agents.runtime.hooks import HookPoint, Installer, RuntimeHooks
 from agents.runtime.hooks import installers as registered_installers
 from agents.runtime.context import ToolContext
 from agents.runtime.leases import KeptLease
-from agents.runtime.outcomes import context_advice, failed_reply, reply_kind, stopped_reply
+from agents.runtime.outcomes import context_advice, reply_kind
 from agents.runtime.relay import relay_reply
 from agents.runtime.sizing import learn_window, probe_window, sized_agent, too_long
 from agents.runtime.supplements import supplement_providers
@@ -45,14 +45,14 @@ from agents.runtime.tools.base import ToolRoster
 from agents.runtime.tools.memory_tools import archive_scope_for
 from agents.runtime.tools.registry import compile_roster
 from agents.runtime.tools.scratchpad import RunScratchpad
+from agents.runtime.writes import SessionWrites
 from memory.assembly.assembler import AssemblyError
 from memory.hooks import take_reorientation
 from memory.locks import Lease, LeaseBusy, acquire_lease, release_lease
-from memory.messages import Message, storable_message
+from memory.messages import Message
 from memory.scopes import SessionScope
 from memory.stores.base import Fence, FencedOut, SessionHead
 from memory.threads import run_blocking as _io
-from memory.transcript import missing_results
 
 logger = logging.getLogger("agents.runtime.loop")
 
@@ -61,14 +61,7 @@ TURN_LEASE = "turn"
 TURN_LEASE_TTL = 300.0  # default of settings.MODEX_TURN_LEASE_TTL
 CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
 MAX_USER_CHARS = 32000  # the one limit on a user message, in characters (code points); the composer states it
-STOPPED_NOTE = "[stopped before the answer was complete]"
 TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
-
-
-def _missing_results(tail: list[Message], session: SessionScope) -> list[Message]:
-    if synthetic := missing_results(tail):
-        logger.warning("repairing %d interrupted tool call(s) in %s", len(synthetic), session.key())
-    return synthetic
 
 
 class TurnBusy(Exception):
@@ -167,7 +160,13 @@ class Runtime:
         )
         final: Message | None = None
         try:
-            yield TurnStarted(session=key, agent=agent.name, model=self.model.name, offline=self.services.offline)
+            try:
+                yield TurnStarted(session=key, agent=agent.name, model=self.model.name, offline=self.services.offline)
+            except (asyncio.CancelledError, GeneratorExit):
+                # Stopped at the first event: the user's message is already stored (_begin), so
+                # it gets its (marked) answer. From here on _loop closes the turn itself.
+                await asyncio.shield(self._writes(session, lease.fence).abandon(CompletionBuilder(), None))
+                raise
             try:
                 async with contextlib.aclosing(self._loop(ctx=ctx, text=text, opened=opened)) as events:
                     async for event in events:
@@ -184,12 +183,6 @@ class Runtime:
                 logger.error("turn of %s fenced out: %s", key, exc)
                 final = None
                 yield TurnFailed(error=TAKEN_OVER, kind="LeaseLost")
-        except (asyncio.CancelledError, GeneratorExit):
-            # Stopped or cancelled at any event: the user's message was stored before the first
-            # one, so it gets its (marked) answer. Inside a step, _loop has closed the turn
-            # already, and this finds the message answered.
-            await asyncio.shield(self._abandon(session, CompletionBuilder(), None, lease.fence))
-            raise
         finally:
             self._running.discard(key)
             with contextlib.suppress(Exception):
@@ -229,113 +222,103 @@ class Runtime:
     async def _loop(
         self, *, ctx: ToolContext, text: str, opened: list[Message] | None = None
     ) -> AsyncIterator[RuntimeEvent]:
-        """``opened``: what the turn's first write stored, when the caller made it (``_begin``)."""
-        if opened is None:
-            opened, ctx.head = await _io(self._open, ctx.session, ctx.fence, text)
-        for stored in opened:
-            yield MessageStored(message=stored)
-        roster = self.roster(ctx.agent)
-        schemas = roster.schemas()
-        for step in range(1, self.max_steps + 1):
-            async for event in ctx.hooks.stream(HookPoint.BEFORE_STEP, ctx=ctx, step=step, force=False):
-                yield event
-            builder = CompletionBuilder()
-            reply_id: str | None = None
-            try:
-                retried = False
-                while True:
-                    request = await self._assemble(ctx, schemas)
-                    yield ContextReady(
-                        step=step,
-                        sections=request.account,
-                        total_tokens=request.total_tokens,
-                        window=request.window,
-                        threshold=request.threshold,
-                    )
-                    await ctx.hooks.fire(HookPoint.BEFORE_MODEL, agent=ctx.agent, session=ctx.session, request=request)
-                    try:
-                        async for event in relay_reply(self.model, request, schemas, builder):
-                            yield event
-                        break
-                    except ContextLengthExceeded as exc:
-                        if retried or builder.content or builder.reasoning_content:
-                            raise
-                        retried = True  # the endpoint's window is smaller than declared: compact, retry once
-                        if learn_window(self.model, stated=exc.window, request=request):
-                            ctx.agent = sized_agent(ctx.agent, self.model)
-                        async for event in ctx.hooks.stream(HookPoint.BEFORE_STEP, ctx=ctx, step=step, force=True):
-                            yield event
-                completion = builder.build()
-                reply = completion.to_message(kind=reply_kind(completion))
-                reply_id = reply.id
-                stored = (await self._write(ctx, [reply]))[0]
-                # From here on the reply is persisted: an interruption must close its calls,
-                # not store its text a second time.
-                pending = list(stored.tool_calls)
-                builder = CompletionBuilder()
-                await ctx.hooks.fire(HookPoint.AFTER_MODEL, agent=ctx.agent, session=ctx.session, message=stored)
+        """``opened``: what the turn's first write stored, when the caller made it (``_begin``).
+        An interruption at any of its events (a stop closes the generator there, a cancel lands
+        at an await) closes the turn from what the store holds (``SessionWrites.abandon``)."""
+        writes = self._writes(ctx.session, ctx.fence)
+        builder = CompletionBuilder()
+        reply_id: str | None = None
+        try:
+            if opened is None:
+                opened, ctx.head = await _io(writes.open, text)
+            for stored in opened:
                 yield MessageStored(message=stored)
-                if not stored.tool_calls:
-                    yield TurnFinished(message=stored, steps=step)
+            roster = self.roster(ctx.agent)
+            schemas = roster.schemas()
+            for step in range(1, self.max_steps + 1):
+                async for event in ctx.hooks.stream(HookPoint.BEFORE_STEP, ctx=ctx, step=step, force=False):
+                    yield event
+                builder = CompletionBuilder()
+                reply_id = None
+                try:
+                    retried = False
+                    while True:
+                        request = await self._assemble(ctx, schemas)
+                        yield ContextReady(
+                            step=step,
+                            sections=request.account,
+                            total_tokens=request.total_tokens,
+                            window=request.window,
+                            threshold=request.threshold,
+                        )
+                        await ctx.hooks.fire(HookPoint.BEFORE_MODEL, agent=ctx.agent, session=ctx.session, request=request)
+                        try:
+                            async for event in relay_reply(self.model, request, schemas, builder):
+                                yield event
+                            break
+                        except ContextLengthExceeded as exc:
+                            if retried or builder.content or builder.reasoning_content:
+                                raise
+                            retried = True  # the endpoint's window is smaller than declared: compact, retry once
+                            if learn_window(self.model, stated=exc.window, request=request):
+                                ctx.agent = sized_agent(ctx.agent, self.model)
+                            async for event in ctx.hooks.stream(HookPoint.BEFORE_STEP, ctx=ctx, step=step, force=True):
+                                yield event
+                    completion = builder.build()
+                    reply = completion.to_message(kind=reply_kind(completion))
+                    reply_id = reply.id
+                    (stored,), ctx.head = await writes.append_reading_head([reply])
+                    # From here on the reply is persisted: an interruption must close its calls,
+                    # not store its text a second time.
+                    pending = list(stored.tool_calls)
+                    builder = CompletionBuilder()
+                    await ctx.hooks.fire(HookPoint.AFTER_MODEL, agent=ctx.agent, session=ctx.session, message=stored)
+                    yield MessageStored(message=stored)
+                    if not stored.tool_calls:
+                        yield TurnFinished(message=stored, steps=step)
+                        return
+                    while pending:
+                        call = pending[0]
+                        yield ToolStarted(call=call)
+                        await ctx.hooks.fire(HookPoint.BEFORE_TOOL, agent=ctx.agent, session=ctx.session, call=call)
+                        outcome = await roster.call(ctx, name=call.name, arguments_json=call.arguments_json)
+                        result = Message(role="tool", content=outcome.content, tool_call_id=call.id, name=call.name)
+                        (stored_result,), ctx.head = await writes.append_reading_head([result])
+                        pending.pop(0)
+                        await ctx.hooks.fire(HookPoint.AFTER_TOOL, agent=ctx.agent, session=ctx.session, call=call, outcome=outcome)
+                        if ctx.hooks.entries(HookPoint.AFTER_TOOL):
+                            ctx.head = None  # a handler may have written the session since the head was read
+                        yield ToolFinished(call=call, content=stored_result.content or "", ok=outcome.ok)
+                        yield MessageStored(message=stored_result)
+                except ModelError as exc:
+                    logger.warning("model call failed for %s: %s", ctx.session.key(), exc)
+                    error = str(exc)
+                    if isinstance(exc, ContextLengthExceeded):
+                        error = context_advice(exc, window=ctx.agent.memory_config.context_window)
+                    for stored in await asyncio.shield(writes.record_failure(builder, error)):
+                        yield MessageStored(message=stored)
+                    yield TurnFailed(error=error, kind=type(exc).__name__, recorded=True)
                     return
-                while pending:
-                    call = pending[0]
-                    yield ToolStarted(call=call)
-                    await ctx.hooks.fire(HookPoint.BEFORE_TOOL, agent=ctx.agent, session=ctx.session, call=call)
-                    outcome = await roster.call(ctx, name=call.name, arguments_json=call.arguments_json)
-                    result = Message(role="tool", content=outcome.content, tool_call_id=call.id, name=call.name)
-                    stored_result = (await self._write(ctx, [result]))[0]
-                    pending.pop(0)
-                    await ctx.hooks.fire(HookPoint.AFTER_TOOL, agent=ctx.agent, session=ctx.session, call=call, outcome=outcome)
-                    if ctx.hooks.entries(HookPoint.AFTER_TOOL):
-                        ctx.head = None  # a handler may have written the session since the head was read
-                    yield ToolFinished(call=call, content=stored_result.content or "", ok=outcome.ok)
-                    yield MessageStored(message=stored_result)
-            except ModelError as exc:
-                logger.warning("model call failed for %s: %s", ctx.session.key(), exc)
-                error = str(exc)
-                if isinstance(exc, ContextLengthExceeded):
-                    error = context_advice(exc, window=ctx.agent.memory_config.context_window)
-                for stored in await asyncio.shield(self._record_failure(ctx.session, builder, error, ctx.fence)):
-                    yield MessageStored(message=stored)
-                yield TurnFailed(error=error, kind=type(exc).__name__, recorded=True)
-                return
-            except AssemblyError as exc:
-                # e.g. instructions and tools alone overflow the window: nothing was sent.
-                logger.error("context assembly failed for %s: %s", ctx.session.key(), exc)
-                for stored in await asyncio.shield(self._record_failure(ctx.session, builder, str(exc), ctx.fence)):
-                    yield MessageStored(message=stored)
-                yield TurnFailed(error=str(exc), kind=type(exc).__name__, recorded=True)
-                return
-            except (asyncio.CancelledError, GeneratorExit):
-                await asyncio.shield(self._abandon(ctx.session, builder, reply_id, ctx.fence))
-                raise
-        note = Message(
-            role="assistant",
-            content=f"I stopped after {self.max_steps} steps without a final answer. Ask me to continue if needed.",
-        )
-        stored = (await self._append(ctx.session, ctx.fence, [note]))[0]
-        yield MessageStored(message=stored)
-        yield TurnFinished(message=stored, steps=self.max_steps, stopped_at_step_limit=True)
+                except AssemblyError as exc:
+                    # e.g. instructions and tools alone overflow the window: nothing was sent.
+                    logger.error("context assembly failed for %s: %s", ctx.session.key(), exc)
+                    for stored in await asyncio.shield(writes.record_failure(builder, str(exc))):
+                        yield MessageStored(message=stored)
+                    yield TurnFailed(error=str(exc), kind=type(exc).__name__, recorded=True)
+                    return
+            note = Message(
+                role="assistant",
+                content=f"I stopped after {self.max_steps} steps without a final answer. Ask me to continue if needed.",
+            )
+            stored = (await writes.append([note]))[0]
+            yield MessageStored(message=stored)
+            yield TurnFinished(message=stored, steps=self.max_steps, stopped_at_step_limit=True)
+        except (asyncio.CancelledError, GeneratorExit):
+            await asyncio.shield(writes.abandon(builder, reply_id))
+            raise
 
-    async def _append(self, session: SessionScope, fence: Fence | None, messages: list[Message]) -> list[Message]:
-        """The one way a turn writes its session: every message made storable first, and fenced
-        by the turn's lease (FencedOut if another worker has taken the conversation over)."""
-        clean = [storable_message(m) for m in messages]
-        return await _io(self.services.bundle.messages.append, session, clean, fence=fence)
-
-    async def _write(self, ctx: ToolContext, messages: list[Message]) -> list[Message]:
-        """``_append`` for a step's reply and tool results, reading the session's head in the
-        same trip (``ctx.head``, which the next step's cleanup check then needs not read)."""
-        clean = [storable_message(m) for m in messages]
-        store = self.services.bundle.messages
-
-        def write() -> tuple[list[Message], SessionHead]:
-            return store.append(ctx.session, clean, fence=ctx.fence), store.head(ctx.session)
-
-        ctx.head = None  # unknown until the write is back
-        stored, ctx.head = await _io(write)
-        return stored
+    def _writes(self, session: SessionScope, fence: Fence | None) -> SessionWrites:
+        return SessionWrites(messages=self.services.bundle.messages, session=session, fence=fence)
 
     async def _assemble(self, ctx: ToolContext, schemas: list[dict[str, Any]]) -> Any:
         kv = self.services.bundle.kv
@@ -351,11 +334,12 @@ class Runtime:
             supplements=self.supplements_for(ctx.agent),
         )
 
-    # -- keeping the transcript legal ---------------------------------------------------------
+    # -- a turn's first trip ------------------------------------------------------------------
 
     async def _begin(self, session: SessionScope, text: str) -> tuple[Lease, list[Message], SessionHead]:
-        """Take the turn lease and make the turn's first write (``_open``) in one trip to a store
-        thread: a turn makes no other store call before its model request but the assembly's.
+        """Take the turn lease and make the turn's first write (``SessionWrites.open``) in one
+        trip to a store thread: a turn makes no other store call before its model request but
+        the assembly's.
         Raises LeaseBusy. A cancel that lands during the trip lets it finish in its thread; the
         turn is then closed as a stopped one (``_close_orphan``): the stored message gets its
         marked answer and the lease is given back, not left to block the conversation."""
@@ -364,7 +348,7 @@ class Runtime:
         def begin() -> tuple[Lease, list[Message], SessionHead]:
             lease = acquire_lease(kv=kv, scope=session, name=TURN_LEASE, ttl=self.lease_ttl)
             try:
-                return (lease, *self._open(session, lease.fence, text))
+                return (lease, *self._writes(session, lease.fence).open(text))
             except BaseException:
                 with contextlib.suppress(Exception):
                     release_lease(kv=kv, lease=lease)
@@ -385,7 +369,7 @@ class Runtime:
 
         async def close() -> None:
             try:
-                await self._abandon(session, CompletionBuilder(), None, lease.fence)
+                await self._writes(session, lease.fence).abandon(CompletionBuilder(), None)
             finally:
                 await _io(release_lease, kv=self.services.bundle.kv, lease=lease)
 
@@ -398,21 +382,6 @@ class Runtime:
         self._orphans.add(task)  # referenced until done: the loop keeps only weak references
         task.add_done_callback(closed)
 
-    def _open(self, session: SessionScope, fence: Fence | None, text: str) -> tuple[list[Message], SessionHead]:
-        """A turn's first write (on a store thread): the results a crashed turn left missing at
-        the session's end, then the user's message, as one append (one transaction). Returns
-        what was stored, the user's message last, and the session's head after it."""
-        messages = self.services.bundle.messages
-        synthetic = _missing_results(messages.read(session, last=64), session)
-        batch = [storable_message(m) for m in (*synthetic, Message(role="user", content=text))]
-        return messages.append(session, batch, fence=fence), messages.head(session)
-
-    async def _repair_tail(self, session: SessionScope, fence: Fence | None = None) -> list[Message]:
-        """Persist synthetic results for calls a crashed turn left open at the session's end."""
-        tail = await _io(self.services.bundle.messages.read, session, last=64)
-        synthetic = _missing_results(tail, session)
-        return await self._append(session, fence, synthetic) if synthetic else []
-
     def _refuse_oversized(self, agent: Any, text: str) -> None:
         """Refuse, before anything is stored, a message that cannot reach the model whole."""
         config = agent.memory_config
@@ -420,46 +389,6 @@ class Runtime:
                           instructions=agent.instructions or "", tools=self.roster(agent).schemas())
         if reason:
             raise TurnRejected(reason)
-
-    async def _record_failure(
-        self, session: SessionScope, builder: CompletionBuilder, error: str, fence: Fence | None = None
-    ) -> list[Message]:
-        """Answer the turn's user message: the partial reply the user saw, else a marked
-        failed reply carrying ``error`` (agents.runtime.outcomes)."""
-        return await self._keep_partial(session, builder, fence) or await self._append(session, fence, [failed_reply(error)])
-
-    async def _keep_partial(
-        self, session: SessionScope, builder: CompletionBuilder, fence: Fence | None = None
-    ) -> list[Message]:
-        """A reply cut off mid-stream: keep what the user already saw (tool calls are never partial)."""
-        if builder.content or builder.reasoning_content:
-            partial = Message(
-                role="assistant",
-                content=(builder.content + "\n\n" + STOPPED_NOTE).strip(),
-                reasoning_content=builder.reasoning_content or None,
-            )
-            return await self._append(session, fence, [partial])
-        return []
-
-    async def _abandon(
-        self, session: SessionScope, builder: CompletionBuilder, reply_id: str | None, fence: Fence | None = None
-    ) -> None:
-        """Close a turn cut short, from what the store holds, not from what the loop believed.
-
-        A cancel can land while a write is finishing in its worker thread: the message is then
-        stored although the await raised. So the partial reply is kept only if the reply itself
-        never made it to the store, and open calls are closed by the same repair a crashed turn
-        gets, which adds a result only for calls that have none.
-        """
-        try:
-            tail = await _io(self.services.bundle.messages.read, session, last=64)
-            if reply_id is None or all(m.id != reply_id for m in tail):
-                if not await self._keep_partial(session, builder, fence) and tail and tail[-1].role == "user":
-                    # Stopped before any output: the user's message still gets its (marked) answer.
-                    await self._append(session, fence, [stopped_reply()])
-            await self._repair_tail(session, fence)
-        except Exception:  # the next turn's _open closes the chain instead
-            logger.exception("could not close the interrupted turn of %s", session.key())
 
     async def _forget_session(self, session: SessionScope) -> None:
         """A subagent's session memory lives only as long as the subagent."""
