@@ -50,10 +50,12 @@ _MESSAGES_KEY = ',"messages":['
 
 
 def record_head(data: str) -> str:
-    """The head column of a document stored as ``data``: the text before its "messages" list
-    (``memory.stores.codec.summary_from_head`` decodes it), or "" if there is none."""
+    """The listing head of a document stored as ``data`` (``ArchiveListing.head``): the text
+    before its "messages" list, which ``memory.stores.codec.summary_from_head`` decodes, or ""
+    if there is none."""
     at = data.find(_MESSAGES_KEY)
     return data[:at] if at >= 0 else ""
+
 
 _fts_present: dict[tuple[str, str], bool] = {}
 
