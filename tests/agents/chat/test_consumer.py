@@ -410,15 +410,18 @@ def html_unescape(text: str) -> str:
 
 
 class SlowStart:
-    """The offline model, answering after ``delay`` seconds (a model slow to its first token)."""
+    """The offline model, answering after ``delay`` seconds (a model slow to its first token);
+    with a ``log``, writing "request" to it when a model request is made."""
 
-    def __init__(self, inner, delay: float) -> None:
-        self.inner, self.delay = inner, delay
+    def __init__(self, inner, delay: float, log: list | None = None) -> None:
+        self.inner, self.delay, self.log = inner, delay, log
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
     async def stream(self, **request):
+        if self.log is not None:
+            self.log.append("request")
         await asyncio.sleep(self.delay)
         async for event in self.inner.stream(**request):
             yield event
@@ -461,21 +464,6 @@ async def test_a_model_slow_to_its_first_token_holds_back_neither_meter_nor_titl
     await comm.disconnect()
 
 
-class Watched:
-    """The offline model, writing "request" to ``log`` when a model request is made."""
-
-    def __init__(self, inner, log: list) -> None:
-        self.inner, self.log = inner, log
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    async def stream(self, **request):
-        self.log.append("request")
-        async for event in self.inner.stream(**request):
-            yield event
-
-
 COMPOSER_SHUT = 'id="composer"'
 
 
@@ -492,7 +480,7 @@ async def test_the_opening_frames_are_rendered_after_the_model_request_is_made(c
         return await send_frame(self, text_data=text_data, bytes_data=bytes_data, close=close)
 
     monkeypatch.setattr(ChatConsumer, "send", logged_send)
-    make_runtime(model=Watched(OfflineChatModel(), log))
+    make_runtime(model=SlowStart(OfflineChatModel(), 0, log))
     comm = await connected(conversation, owner)
     await send(comm, "hello there")
     frames = await receive_until(comm, IDLE)
