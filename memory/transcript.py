@@ -107,6 +107,14 @@ def repair_transcript(messages: Sequence[Message]) -> tuple[list[Message], list[
     return out, repairs
 
 
+def may_leave_calls_open(last: Message) -> bool:
+    """Whether a session ending in ``last`` can have calls without results at its end: only a
+    call message or a tool result can (``missing_results`` is empty for any other last
+    message), so a turn's first write need read no further back than the session's last
+    message to know it has nothing to repair."""
+    return last.role == "tool" or (last.role == "assistant" and bool(last.tool_calls))
+
+
 def missing_results(tail: Sequence[Message]) -> list[Message]:
     """The synthetic results ``repair_transcript`` adds at the very end of ``tail``: for the
     calls of its last chain that have none (a turn that crashed mid-chain). Empty otherwise."""

@@ -18,7 +18,7 @@ from memory.messages import Message, storable_message
 from memory.scopes import SessionScope
 from memory.stores.base import Fence, MessageStore, SessionHead
 from memory.threads import run_blocking as _io
-from memory.transcript import missing_results
+from memory.transcript import may_leave_calls_open, missing_results
 
 logger = logging.getLogger("agents.runtime.loop")
 
@@ -50,8 +50,12 @@ class SessionWrites:
     def open(self, text: str) -> tuple[list[Message], SessionHead]:
         """A turn's first write (on a store thread): the results a crashed turn left missing at
         the session's end, then the user's message, as one append (one transaction). Returns
-        what was stored, the user's message last, and the session's head after it."""
-        synthetic = self._missing(self.messages.read(self.session, last=TAIL))
+        what was stored, the user's message last, and the session's head after it. The tail
+        is read only when the session's last message could leave calls open (most turns follow
+        a final answer: one message read, not TAIL)."""
+        last = self.messages.read(self.session, last=1)
+        open_end = bool(last) and may_leave_calls_open(last[-1])
+        synthetic = self._missing(self.messages.read(self.session, last=TAIL)) if open_end else []
         batch = [storable_message(m) for m in (*synthetic, Message(role="user", content=text))]
         return self.messages.append(self.session, batch, fence=self.fence), self.messages.head(self.session)
 

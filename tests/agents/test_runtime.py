@@ -305,19 +305,25 @@ async def test_the_first_chunks_of_a_reply_each_let_the_event_loop_run(tmp_path,
     assert all(later > earlier for earlier, later in zip(first, first[1:], strict=False))
 
 
-async def test_a_crash_mid_chain_is_repaired_before_the_next_call(tmp_path, backend, fake_openai):
+@pytest.mark.parametrize("results_kept", [0, 1], ids=["ends-with-the-call", "ends-with-one-of-two-results"])
+async def test_a_crash_mid_chain_is_repaired_before_the_next_call(tmp_path, backend, fake_openai, results_kept):
     runtime, services = make_runtime(tmp_path, backend, openai_model(fake_openai))
     session = SessionScope("crashed")
     from asgiref.sync import sync_to_async
 
-    dangling = Message(role="assistant", content=None, tool_calls=(ToolCall("lost", "todo", "{}"),))
+    calls = (ToolCall("kept", "todo", "{}"), ToolCall("lost", "todo", "{}"))[1 - results_kept :]
+    dangling = [Message(role="assistant", content=None, tool_calls=calls)]
+    if results_kept:
+        dangling.append(Message(role="tool", content="done", tool_call_id="kept", name="todo"))
     await sync_to_async(services.bundle.messages.append, thread_sensitive=True)(
-        session, [Message(role="user", content="before the crash"), dangling]
+        session, [Message(role="user", content="before the crash"), *dangling]
     )
     fake_openai.script(Reply(content="Fine."))
     await turn(runtime, agent_node(), session, "hello?")
     stored = await read(services, session)
     validate_transcript(stored)
+    assert [m.tool_call_id for m in stored if m.role == "tool"] == [c.id for c in calls]
+    assert stored[2 + results_kept].content == INTERRUPTED_RESULT and stored[3 + results_kept].content == "hello?"
     validate_transcript(messages_from_wire(fake_openai.chat_requests[0].json["messages"][1:]))
 
 

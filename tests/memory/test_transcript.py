@@ -10,6 +10,7 @@ from memory.transcript import (
     IllegalTranscript,
     chain_spans,
     is_legal,
+    may_leave_calls_open,
     missing_results,
     repair_transcript,
     validate_transcript,
@@ -100,6 +101,21 @@ def test_missing_results_close_the_last_chain_only():
     assert missing_results([user(), call, tool("a"), tool("b")]) == []
     assert missing_results([call, tool("a"), user("still there?")]) == []  # mid-session: not at the end
     assert missing_results([]) == []
+
+
+@settings(max_examples=500)
+@given(st.one_of(legal_transcripts(), mutated_transcripts()), st.data())
+def test_only_a_call_or_a_result_at_the_end_can_leave_calls_open(transcript, data):
+    """A turn's first write reads past the session's last message only when this says so."""
+    tail = transcript[: data.draw(st.integers(0, len(transcript)))]  # a session cut anywhere, as by a crash
+    if tail and not may_leave_calls_open(tail[-1]):
+        assert missing_results(tail) == []
+
+
+def test_the_open_end_check_by_last_message():
+    assert may_leave_calls_open(assistant(calls=["a"])) and may_leave_calls_open(tool("a"))
+    assert not may_leave_calls_open(assistant()) and not may_leave_calls_open(user())
+    assert not may_leave_calls_open(Message(role="system", content="s"))
 
 
 def test_error_names_the_first_illegal_position():
