@@ -3,12 +3,13 @@
     .venv-bench/bin/python -m benchmarks.idle_cost [--turns 100] [--gaps 0,0.005,0.05]
 
 One process, the real settings over a throwaway SQLite workspace, the offline model. For each
-gap, ``--turns`` chat turns on new conversations of one user, each started ``gap`` seconds
-after the last one ended, as a person's turns are. Per gap it prints the median time from
-``Runtime.run_turn`` to the step's ``ContextReady`` (the turn lease, the stored message and the
-assembled context, the runtime's part before the model request) and to the first content
-chunk, and what one round trip to a store thread costs (``memory.threads.run_blocking`` of a
-no-op) after the same pause.
+gap, ``--turns`` chat turns on new conversations of one user (holding ``--history`` messages
+of a synthetic chat, cut to end on a whole turn), each started ``gap`` seconds after the last
+one ended, as a person's turns are; then as many round trips to a store thread
+(``memory.threads.run_blocking`` of a no-op), each ``gap`` seconds after the last. Per gap it
+prints the median time from ``Runtime.run_turn`` to the step's ``ContextReady`` (the turn
+lease, the stored message and the assembled context: the runtime's part before the model
+request) and to the first content chunk, and the round trip's median.
 
 The code run is the same at every gap; what changes is the machine's state when it starts
 (processor caches, sleeping threads and processors woken up). The streaming workload's turns
@@ -50,12 +51,14 @@ def main() -> None:
         chat.session_of(Conversation.objects.create(owner=user, agent=agent.name))
         for _ in range(args.turns * len(gaps) + 5)
     ]
+    history = []
     if args.history:
         from benchmarks.histories import chat_history
 
         history = chat_history(count=args.history, seed=5, profile="small")
-        if history[-1].role != "assistant" or history[-1].tool_calls:
-            history = history[: max(i for i, m in enumerate(history) if m.role == "user")]  # end on a whole turn
+        if history[-1].role != "assistant" or history[-1].tool_calls:  # end on a whole turn
+            history = history[: max((i for i, m in enumerate(history) if m.role == "user"), default=0)]
+    if history:
         for session in sessions:
             runtime.services.bundle.messages.append(session, history)
 
@@ -78,18 +81,19 @@ def main() -> None:
         left = iter(sessions)
         for _ in range(5):  # warm-up
             await turn(next(left))
-        print(f"{args.turns} turns per gap on conversations of {args.history} messages, medians in ms "
+        print(f"{args.turns} turns per gap on conversations of {len(history)} messages, medians in ms "
               "(offline model, SQLite, one process)")
         print(f"{'gap ms':>8} {'to ContextReady':>16} {'to first content':>17} {'store round trip':>17}")
         for gap in gaps:
             ready, first, hops = [], [], []
             for _ in range(args.turns):
                 await asyncio.sleep(gap)
-                hops.append(await hop())
-                await asyncio.sleep(gap)
                 r, f = await turn(next(left))
                 ready.append(r)
                 first.append(f)
+            for _ in range(args.turns):
+                await asyncio.sleep(gap)
+                hops.append(await hop())
             print(f"{gap * 1e3:8.1f} {statistics.median(ready) * 1e3:16.2f} {statistics.median(first) * 1e3:17.2f} "
                   f"{statistics.median(hops) * 1e3:17.3f}")
 
