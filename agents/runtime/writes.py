@@ -40,12 +40,7 @@ class SessionWrites:
     async def append_reading_head(self, batch: list[Message]) -> tuple[list[Message], SessionHead]:
         """``append``, and the session's head after it, read in the same trip to a store thread
         (the next step's cleanup check then need not read it)."""
-        clean = [storable_message(m) for m in batch]
-
-        def write() -> tuple[list[Message], SessionHead]:
-            return self.messages.append(self.session, clean, fence=self.fence), self.messages.head(self.session)
-
-        return await _io(write)
+        return await _io(self._append_and_head, [storable_message(m) for m in batch])
 
     def open(self, text: str) -> tuple[list[Message], SessionHead]:
         """A turn's first write (on a store thread): the results a crashed turn left missing at
@@ -56,8 +51,10 @@ class SessionWrites:
         last = self.messages.read(self.session, last=1)
         open_end = bool(last) and may_leave_calls_open(last[-1])
         synthetic = self._missing(self.messages.read(self.session, last=TAIL)) if open_end else []
-        batch = [storable_message(m) for m in (*synthetic, Message(role="user", content=text))]
-        return self.messages.append(self.session, batch, fence=self.fence), self.messages.head(self.session)
+        return self._append_and_head([storable_message(m) for m in (*synthetic, Message(role="user", content=text))])
+
+    def _append_and_head(self, clean: list[Message]) -> tuple[list[Message], SessionHead]:
+        return self.messages.append(self.session, clean, fence=self.fence), self.messages.head(self.session)
 
     async def record_failure(self, builder: CompletionBuilder, error: str) -> list[Message]:
         """Answer the turn's user message: the partial reply the user saw, else a marked
