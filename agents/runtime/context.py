@@ -29,7 +29,9 @@ class ToolContext:
     depth: int = 0
     subagent_sessions: list[SessionScope] = field(default_factory=list)
     fence: Fence | None = None  # the turn lease's fencing token: every session write carries it
-    #: The session's head as the run's own last write left it, or None when it is not known (a
-    #: cleanup, or an AFTER_TOOL handler, may have changed the session since): spares the
-    #: cleanup check a read before each step. A tool that writes the session sets it to None.
+    #: The session's head as the run's own last write left it, or None when it is not known:
+    #: spares the cleanup check a read before each step, which uses it once. It is read after
+    #: each write, so it covers whatever a step's tools wrote before their results; only a
+    #: handler that runs after that read (AFTER_TOOL) could change the session unseen, and the
+    #: loop drops the head when there is one.
     head: SessionHead | None = None
