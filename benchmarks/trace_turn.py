@@ -9,8 +9,9 @@ lease, the turn's first write (tail repair check and user message), each later s
 append, the context assembly, each runtime event, the model request (the HTTP round trip to
 the response headers, the first streamed event) and each frame sent and written to daphne's
 socket. It prints the streaming rows, then the median
-time of each step's first occurrence after the message arrived (warm-up turn excluded), how
-long the message took from the client's send to the consumer, and how long each kind of frame
+time of each step's first occurrence after the message arrived (warm-up turn excluded), with
+the processor time daphne's process (all its threads) had used by then: where the two columns
+keep pace, daphne was busy the whole time, not waiting; then how long the message took from the client's send to the consumer, and how long each kind of frame
 took from the consumer's send to the client's read. Nothing here is a benchmark figure: the
 wrappers cost a little themselves; it says where the time goes.
 """
@@ -35,10 +36,11 @@ def _kind(text: str) -> str:
 
 def _serve_traced(argv: list[str]) -> None:
     log = open(os.environ[TRACE_ENV], "a", buffering=1)
-    start = [0.0]
+    start = [0.0, 0.0]  # wall clock, this process's processor time
 
     def mark(what: str) -> None:
-        log.write(json.dumps([what, (time.perf_counter() - start[0]) * 1e3]) + "\n")
+        at = [(time.perf_counter() - start[0]) * 1e3, (time.process_time() - start[1]) * 1e3]
+        log.write(json.dumps([what, *at]) + "\n")
 
     import django
 
@@ -76,7 +78,7 @@ def _serve_traced(argv: list[str]) -> None:
 
     async def traced_receive(self, text_data=None, bytes_data=None):
         if text_data and '"message"' in text_data:
-            start[0] = time.perf_counter()
+            start[:] = time.perf_counter(), time.process_time()
             log.write(json.dumps(["@received", start[0]]) + "\n")
             mark("message received")
         return await receive(self, text_data, bytes_data)
@@ -198,24 +200,30 @@ def main() -> None:
         print(f"{row.metric}: {row.modex:,.2f} {row.unit}; {row.peer_name}: {row.peer:,.2f} {row.unit}")
 
     turns: list[dict[str, float]] = []
+    cpu: list[dict[str, float]] = []
     received: list[float] = []
     with open(log_path) as lines:
         for line in lines:
-            what, value = json.loads(line)
+            what, value, *used = json.loads(line)
             if what == "@received":
                 received.append(value)
                 turns.append({})
+                cpu.append({})
             elif turns and what not in turns[-1]:
                 turns[-1][what] = value
+                cpu[-1][what] = used[0]
     os.unlink(log_path)
     steps: dict[str, list[float]] = {}
-    for turn in turns[1:]:  # the first is the warm-up
+    used: dict[str, list[float]] = {}
+    for turn, spent in zip(turns[1:], cpu[1:], strict=True):  # the first is the warm-up
         for what, at in turn.items():
             steps.setdefault(what, []).append(at)
-    print(f"\nmedian of {len(turns) - 1} turns, ms after the consumer received the message (first occurrence):")
+            used.setdefault(what, []).append(spent[what])
+    print(f"\nmedian of {len(turns) - 1} turns after the consumer received the message (first occurrence):")
+    print("  wall ms   daphne's processor ms (all its threads)")
     for what, ats in sorted(steps.items(), key=lambda item: statistics.median(item[1])):
         if statistics.median(ats) < 200:
-            print(f"  {statistics.median(ats):8.2f}  {what}")
+            print(f"  {statistics.median(ats):8.2f}  {statistics.median(used[what]):8.2f}  {what}")
     inbound = [(r - s) * 1e3 for s, r in zip(sends[1:], received[1:], strict=False)]
     if inbound:
         print(f"client send -> consumer receive: median {statistics.median(inbound):.2f} ms")
