@@ -41,7 +41,7 @@ from channels.db import aclose_old_connections, database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.chat import service as chat
-from agents.chat.fragments import ChatStream, composer_fragment, error_fragment, status_fragment
+from agents.chat.fragments import ChatStream, composer_fragment, error_fragment, refusal_fragment, status_fragment
 from agents.runtime.events import (
     ContentChunk,
     ContextReady,
@@ -177,9 +177,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     def _start(self, text: str) -> None:
         if self._running():
-            return self._post(error_fragment(BUSY))
+            return self._post(refusal_fragment(BUSY, text))
         if self.agent is None:
-            return self._post(error_fragment(f"The agent {self.conversation.agent!r} is not declared any more."))
+            return self._post(refusal_fragment(f"The agent {self.conversation.agent!r} is not declared any more.", text))
         self.turn = asyncio.create_task(self._run(text), name=f"chat-turn-{self.conversation.pk}")
 
     def _stop(self) -> None:
@@ -204,10 +204,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
                         break
         except asyncio.CancelledError:
             stopped = True  # only this consumer cancels its turn (the stop fallback, or disconnect)
-        except TurnBusy:
-            self.outbox.put_nowait(self.stream.failed(BUSY))
+        except TurnBusy:  # raised before anything was stored, as TurnRejected is
+            self.outbox.put_nowait(refusal_fragment(BUSY, text))
         except TurnRejected as exc:
-            self.outbox.put_nowait(self.stream.failed(f"{str(exc)[:1].upper()}{str(exc)[1:]}."))
+            self.outbox.put_nowait(refusal_fragment(f"{str(exc)[:1].upper()}{str(exc)[1:]}.", text))
         except Exception:
             logger.exception("turn of conversation %s failed", self.conversation.pk)
             self.outbox.put_nowait(self.stream.failed("Something went wrong on our side; the error was logged."))

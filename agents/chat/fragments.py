@@ -213,6 +213,12 @@ def error_fragment(text: str, *, kind: str = "error") -> str:
     return append("messages", partial("notice", kind=kind, text=text))
 
 
+def refusal_fragment(reason: str, text: str) -> str:
+    """A message refused before anything of it was stored: the reason, and its text handed back
+    to the composer (``#composer-draft``), so that what was typed is not lost with the refusal."""
+    return error_fragment(reason) + (partial("draft", text=text, oob="true") if text.strip() else "")
+
+
 def composer_fragment(*, running: bool, agent_ok: bool = True) -> str:
     return partial("composer", running=running, agent_ok=agent_ok, oob="true", **LIMIT_CONTEXT)
 

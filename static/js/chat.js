@@ -71,6 +71,24 @@
 
   document.addEventListener("input", function (evt) { if (evt.target && evt.target.id === "composer-text") countComposer(); });
 
+  // A message the server refused before storing anything of it (a reply still being written,
+  // a message the model's window cannot hold) comes back as #composer-draft. Its text goes back
+  // into the composer as soon as the composer is open and empty: a refusal that arrives while
+  // the box still shows the text, or while a reply keeps it shut, waits for that. Sending
+  // anything else drops it: the writer has moved on.
+  function restoreDraft() {
+    var draft = document.getElementById("composer-draft");
+    var text = document.getElementById("composer-text");
+    if (!draft || !draft.hasAttribute("data-text") || !text || text.closest("fieldset").disabled || text.value) return;
+    text.value = draft.getAttribute("data-text");
+    draft.removeAttribute("data-text");
+  }
+
+  chat.addEventListener("htmx:wsConfigSend", function (evt) {
+    var draft = document.getElementById("composer-draft");
+    if (draft && evt.target && evt.target.id === "composer-form") draft.removeAttribute("data-text");
+  });
+
   // The offline notice can be dismissed; it stays dismissed in this browser.
   function dismissed(id) { try { return localStorage.getItem("modex.dismissed." + id) === "1"; } catch (e) { return false; } }
   document.addEventListener("click", function (evt) {
@@ -138,6 +156,7 @@
       seg.style.width = after;
     });
     placeMeter();
+    restoreDraft();
     countComposer();
     var text = document.getElementById("composer-text");
     if (text && !text.closest("fieldset").disabled && document.activeElement === document.body) text.focus();

@@ -78,6 +78,9 @@ class ScrollingAndLimits(FirstUse):
         page.wait_for_selector(".notice.error")
         refusal = page.inner_text(".notice.error >> nth=-1")
         assert "context window" in refusal and "tokens" in refusal and "KiB" not in refusal, refusal
+        # ... and the refused text is back in the box, whole, to be shortened there.
+        page.wait_for_function("(n) => document.querySelector('#composer-text').value.length === n", arg=30_000)
+        assert page.input_value("#composer-text") == cjk
         # A CJK message the window holds is sent whole.
         fits = "漢字仮名交じり文" * 250  # 2,000 characters
         page.fill("#composer-text", fits)
@@ -86,6 +89,34 @@ class ScrollingAndLimits(FirstUse):
         self.wait_idle()
         assert fits in page.inner_text(".msg.user >> nth=-1")
         assert count.inner_text() == "Up to 32,000 characters per message."
+        assert not self.errors, self.errors
+
+
+    def test_a_message_refused_while_a_reply_starts_comes_back_to_the_composer(self):
+        page = self.page
+        self.login_and_start()
+        # The second message leaves before the page has heard that the first one started a turn
+        # (both in one go): the server refuses it, and the shut composer, then the open one,
+        # replace the box that still showed it.
+        second = "and this one, typed before the first was taken"
+        page.evaluate(
+            """(second) => { const text = document.getElementById('composer-text');
+                 text.value = 'the first message'; text.form.requestSubmit();
+                 text.value = second; text.form.requestSubmit(); }""",
+            second,
+        )
+        self._sent = "the first message"
+        page.wait_for_selector(".notice.error >> text=still being written")
+        self.wait_idle()
+        page.wait_for_function("(t) => document.querySelector('#composer-text').value === t", arg=second)
+        assert page.locator(".msg.user").count() == 1, "the refused message was not stored"
+        self.shot("refused-message-kept")
+        # Sent again, it is taken, and the box is empty after it.
+        self._sent = second
+        page.press("#composer-text", "Enter")
+        self.wait_idle()
+        assert page.locator(".msg.user").count() == 2
+        assert page.input_value("#composer-text") == ""
         assert not self.errors, self.errors
 
 

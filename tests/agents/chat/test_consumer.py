@@ -104,9 +104,12 @@ async def test_empty_and_too_long_messages_are_rejected_with_the_runtimes_reason
     await send(comm, "   ")
     frames = await receive_until(comm, IDLE)
     assert any("empty" in f for f in frames)
+    assert not any("composer-draft" in f for f in frames), "nothing worth handing back"
     await send(comm, "y" * 40000)
     frames = await receive_until(comm, IDLE)
-    assert any("too long (40,000 characters; at most 32,000)" in f for f in frames)
+    refusal = next(f for f in frames if "too long (40,000 characters; at most 32,000)" in f)
+    assert f'<div id="composer-draft" hidden data-text="{"y" * 40000}" hx-swap-oob="true"></div>' in refusal, (
+        "the refused text is handed back to the composer whole")
     await comm.disconnect()
 
 
@@ -142,14 +145,17 @@ async def test_one_limit_in_characters_whatever_the_script(conversation, owner, 
 
 
 async def test_busy_while_a_reply_is_written(conversation, owner, make_runtime):
-    make_runtime(chunk_delay=0.03)
+    runtime = make_runtime(chunk_delay=0.03)
     comm = await connected(conversation, owner)
     await send(comm, "tell me something long")
     await receive_until(comm, RUNNING)
-    await send(comm, "and another thing")
+    await send(comm, "and <another> thing")
     frames = await receive_until(comm, "still being written")
-    assert not any("and another thing" in f for f in frames)
+    assert not any('class="msg user"' in f and "another" in f for f in frames), "a refused message is not shown as sent"
+    assert 'id="composer-draft" hidden data-text="and &lt;another&gt; thing"' in frames[-1], "its text is handed back"
     await receive_until(comm, IDLE, timeout=20)
+    messages = await stored(runtime, conversation)
+    assert [m.content for m in messages if m.role == "user"] == ["tell me something long"]
     await comm.disconnect()
 
 
@@ -159,7 +165,8 @@ async def test_a_second_tab_on_the_same_conversation_is_busy_too(conversation, o
     await send(first, "first tab")
     await receive_until(first, RUNNING)
     await send(second, "second tab")
-    await receive_until(second, "still being written")
+    frames = await receive_until(second, "still being written")
+    assert 'id="composer-draft" hidden data-text="second tab"' in frames[-1]
     await receive_until(first, IDLE, timeout=20)
     await first.disconnect()
     await second.disconnect()
