@@ -311,7 +311,10 @@ async def test_sqlite_backend_turn(conversation, owner, make_runtime):
     await send(comm, "remember nothing, just say hi")
     await receive_until(comm, IDLE)
     validate_transcript(await stored(runtime, conversation))
-    assert await drain(comm) == []
+    # Nothing follows the turn's end but, at most, the conversation's new title: it is written
+    # beside the turn, and may be done after a quick reply (ChatStream).
+    late = await drain(comm)
+    assert all(f.startswith('<h1 id="conversation-title"') for f in late), late
     await comm.disconnect()
 
 
