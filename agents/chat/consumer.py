@@ -7,7 +7,8 @@ Frames from the client are JSON objects, as the htmx ws extension sends a form (
 ``HEADERS``, which is ignored):
 
 * ``{"message": "text"}``: start a turn (one at a time: a second one while a reply is being
-  written gets the error "a reply is still being written");
+  written gets the error "a reply is still being written"; a message refused before anything
+  of it is stored comes back with its text, for the composer: ``refusal_fragment``);
 * ``{"action": "stop"}``: cancel the running turn (the runtime closes interrupted tool chains);
 * ``{"action": "sync"}``: re-render the whole conversation (the page sends it after a reconnect).
 

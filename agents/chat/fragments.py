@@ -346,7 +346,7 @@ class ChatStream:
             partial("message_list", oob="true", **context)
             + partial("meter", meter=context["meter"], oob="true")
             + partial("chart", chart=context["chart"], oob="true")
-            + composer_fragment(running=running)
+            + composer_fragment(running=running, agent_ok=self.agent is not None)
             + status_fragment("Writing…" if running else "", "busy" if running else "idle")
         )
 

@@ -74,20 +74,33 @@
   // A message the server refused before storing anything of it (a reply still being written,
   // a message the model's window cannot hold) comes back as #composer-draft. Its text goes back
   // into the composer as soon as the composer is open and empty: a refusal that arrives while
-  // the box still shows the text, or while a reply keeps it shut, waits for that. Sending
-  // anything else drops it: the writer has moved on.
+  // the box still shows the text, or while a reply keeps it shut, waits for that. Of two
+  // refusals in one burst (a message refused by the runtime after the next one was refused as
+  // busy), the one of the message sent last is kept; sending anything, or editing the box,
+  // drops a pending one: the writer has moved on.
+  var draft = { pending: null, lastSent: null };
+
+  function takeDraft() {
+    var el = document.getElementById("composer-draft");
+    if (!el || !el.hasAttribute("data-text")) return;
+    var text = el.getAttribute("data-text");
+    el.removeAttribute("data-text");
+    if (draft.pending === null || text === draft.lastSent) draft.pending = text;
+  }
+
   function restoreDraft() {
-    var draft = document.getElementById("composer-draft");
     var text = document.getElementById("composer-text");
-    if (!draft || !draft.hasAttribute("data-text") || !text || text.closest("fieldset").disabled || text.value) return;
-    text.value = draft.getAttribute("data-text");
-    draft.removeAttribute("data-text");
+    if (draft.pending === null || !text || text.closest("fieldset").disabled || text.value) return;
+    text.value = draft.pending;
+    draft.pending = null;
   }
 
   chat.addEventListener("htmx:wsConfigSend", function (evt) {
-    var draft = document.getElementById("composer-draft");
-    if (draft && evt.target && evt.target.id === "composer-form") draft.removeAttribute("data-text");
+    if (!evt.target || evt.target.id !== "composer-form") return;
+    draft.pending = null;
+    draft.lastSent = evt.detail.parameters.message;
   });
+  document.addEventListener("input", function (evt) { if (evt.target && evt.target.id === "composer-text") draft.pending = null; });
 
   // The offline notice can be dismissed; it stays dismissed in this browser.
   function dismissed(id) { try { return localStorage.getItem("modex.dismissed." + id) === "1"; } catch (e) { return false; } }
@@ -156,6 +169,7 @@
       seg.style.width = after;
     });
     placeMeter();
+    takeDraft();
     restoreDraft();
     countComposer();
     var text = document.getElementById("composer-text");

@@ -74,12 +74,14 @@ class ScrollingAndLimits(FirstUse):
         cjk = "漢字仮名交じり文" * 3750
         page.fill("#composer-text", cjk)
         assert "30,000 of 32,000 characters." == count.inner_text()
+        page.eval_on_selector("#composer", "el => { el.dataset.before = 'refusal'; }")
         page.press("#composer-text", "Enter")
         page.wait_for_selector(".notice.error")
         refusal = page.inner_text(".notice.error >> nth=-1")
         assert "context window" in refusal and "tokens" in refusal and "KiB" not in refusal, refusal
-        # ... and the refused text is back in the box, whole, to be shortened there.
-        page.wait_for_function("(n) => document.querySelector('#composer-text').value.length === n", arg=30_000)
+        # ... and once the composer is rendered anew (the turn's end), the refused text is in it,
+        # whole, to be shortened there.
+        page.wait_for_selector("#composer:not([data-before])", state="attached")
         assert page.input_value("#composer-text") == cjk
         # A CJK message the window holds is sent whole.
         fits = "漢字仮名交じり文" * 250  # 2,000 characters
@@ -117,6 +119,38 @@ class ScrollingAndLimits(FirstUse):
         self.wait_idle()
         assert page.locator(".msg.user").count() == 2
         assert page.input_value("#composer-text") == ""
+        # Two refusals in one burst: a message the runtime refuses a moment after the next one was
+        # refused as busy (a first turn asking a real endpoint for its window). The box gets back
+        # the one sent last. The offline model refuses too fast to race, so the page's own
+        # handlers get the events htmx would fire, in that order.
+        kept = page.evaluate(
+            """() => {
+                 const chat = document.getElementById('chat'), form = document.getElementById('composer-form');
+                 const text = document.getElementById('composer-text'), draft = document.getElementById('composer-draft');
+                 const fire = (el, name, detail) => el.dispatchEvent(new CustomEvent(name, {bubbles: true, detail}));
+                 fire(form, 'htmx:wsConfigSend', {parameters: {message: 'the earlier one'}});
+                 fire(form, 'htmx:wsConfigSend', {parameters: {message: 'the later one'}});
+                 text.value = 'the later one';
+                 draft.setAttribute('data-text', 'the later one'); fire(chat, 'htmx:wsAfterMessage', {});
+                 draft.setAttribute('data-text', 'the earlier one'); fire(chat, 'htmx:wsAfterMessage', {});
+                 text.value = ''; fire(chat, 'htmx:wsAfterMessage', {});
+                 return text.value; }"""
+        )
+        assert kept == "the later one"
+        # A refusal that finds the box still holding its text, which the writer then edits away:
+        # the edit is theirs, and nothing comes back later.
+        left = page.evaluate(
+            """() => {
+                 const chat = document.getElementById('chat');
+                 const text = document.getElementById('composer-text'), draft = document.getElementById('composer-draft');
+                 text.value = 'refused, still in the box';
+                 draft.setAttribute('data-text', 'refused, still in the box');
+                 chat.dispatchEvent(new CustomEvent('htmx:wsAfterMessage', {bubbles: true, detail: {}}));
+                 text.value = ''; text.dispatchEvent(new Event('input', {bubbles: true}));
+                 chat.dispatchEvent(new CustomEvent('htmx:wsAfterMessage', {bubbles: true, detail: {}}));
+                 return text.value; }"""
+        )
+        assert left == ""
         assert not self.errors, self.errors
 
 
