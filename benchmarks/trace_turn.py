@@ -8,12 +8,13 @@ write a timestamp each time they are reached: the consumer receiving the message
 lease, the turn's first write (tail repair check and user message), each later session
 append, the context assembly, each runtime event, the model request (the HTTP round trip to
 the response headers, the first streamed event) and each frame sent and written to daphne's
-socket. It prints the streaming rows, then the median
-time of each step's first occurrence after the message arrived (warm-up turn excluded), with
-the processor time daphne's process (all its threads) had used by then: where the two columns
-keep pace, daphne was busy the whole time, not waiting; then how long the message took from the client's send to the consumer, and how long each kind of frame
-took from the consumer's send to the client's read. Nothing here is a benchmark figure: the
-wrappers cost a little themselves; it says where the time goes.
+socket. It prints the streaming rows, then the median time of each step's first occurrence
+after the message arrived (warm-up turn excluded), with the processor time daphne's process
+(all its threads) had used by then: where the two columns keep pace, some thread of daphne's
+was running the whole time, with no wait between; then how long the message took from the
+client's send to the consumer, and how long each kind of frame took from the consumer's send
+to the client's read. Nothing here is a benchmark figure: the wrappers cost a little
+themselves; it says where the time goes.
 """
 
 from __future__ import annotations
@@ -204,14 +205,14 @@ def main() -> None:
     received: list[float] = []
     with open(log_path) as lines:
         for line in lines:
-            what, value, *used = json.loads(line)
+            what, value, *processor = json.loads(line)
             if what == "@received":
                 received.append(value)
                 turns.append({})
                 cpu.append({})
             elif turns and what not in turns[-1]:
                 turns[-1][what] = value
-                cpu[-1][what] = used[0]
+                cpu[-1][what] = processor[0]
     os.unlink(log_path)
     steps: dict[str, list[float]] = {}
     used: dict[str, list[float]] = {}
