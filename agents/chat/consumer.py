@@ -26,8 +26,9 @@ turn's generator at its next event, where everything the runtime wrote is whole,
 runtime closes the interrupted tool chain; a turn that yields nothing for STOP_GRACE_SECONDS
 (a slow model or tool) is cancelled instead. A plain cancel is the fallback, not the rule,
 because a cancel that lands while the runtime is writing a message lets the write finish in its
-thread while the runtime records it as not done (a duplicate tool result). The consumer waits for the repair to land
-(``chat.asettle``) before it says "Stopped", and before a disconnect returns.
+thread while the runtime records it as not done (a duplicate tool result). The consumer waits
+for the repair to land (``chat.asettle``) before it says "Stopped", and before a disconnect
+returns.
 """
 
 from __future__ import annotations

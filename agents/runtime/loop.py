@@ -244,13 +244,7 @@ class Runtime:
                     retried = False
                     while True:
                         request = await self._assemble(ctx, schemas)
-                        yield ContextReady(
-                            step=step,
-                            sections=request.account,
-                            total_tokens=request.total_tokens,
-                            window=request.window,
-                            threshold=request.threshold,
-                        )
+                        yield ContextReady(step=step, **request.figures())
                         await ctx.hooks.fire(HookPoint.BEFORE_MODEL, agent=ctx.agent, session=ctx.session, request=request)
                         try:
                             async for event in relay_reply(self.model, request, schemas, builder):

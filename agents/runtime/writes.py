@@ -59,9 +59,9 @@ class SessionWrites:
     async def record_failure(self, builder: CompletionBuilder, error: str) -> list[Message]:
         """Answer the turn's user message: the partial reply the user saw, else a marked
         failed reply carrying ``error``."""
-        return await self.keep_partial(builder) or await self.append([failed_reply(error)])
+        return await self._keep_partial(builder) or await self.append([failed_reply(error)])
 
-    async def keep_partial(self, builder: CompletionBuilder) -> list[Message]:
+    async def _keep_partial(self, builder: CompletionBuilder) -> list[Message]:
         """A reply cut off mid-stream: keep what the user already saw (tool calls are never partial)."""
         if builder.content or builder.reasoning_content:
             partial = Message(
@@ -84,14 +84,14 @@ class SessionWrites:
         try:
             tail = await _io(self.messages.read, self.session, last=TAIL)
             if reply_id is None or all(m.id != reply_id for m in tail):
-                if not await self.keep_partial(builder) and tail and tail[-1].role == "user":
+                if not await self._keep_partial(builder) and tail and tail[-1].role == "user":
                     # Stopped before any output: the user's message still gets its (marked) answer.
                     await self.append([stopped_reply()])
-            await self.repair_tail()
+            await self._repair_tail()
         except Exception:  # the next turn's first write closes the chain instead
             logger.exception("could not close the interrupted turn of %s", self.session.key())
 
-    async def repair_tail(self) -> list[Message]:
+    async def _repair_tail(self) -> list[Message]:
         """Persist synthetic results for calls a crashed turn left open at the session's end."""
         synthetic = self._missing(await _io(self.messages.read, self.session, last=TAIL))
         return await self.append(synthetic) if synthetic else []

@@ -83,15 +83,15 @@ class AssembledContext:
     governance: GovernanceReport
     messages_read: int
 
+    def figures(self) -> dict[str, Any]:
+        """What the meter draws of this context, as the events that report it name it
+        (``ContextAssembled`` here, the runtime's ``ContextReady``)."""
+        return {"sections": self.account, "total_tokens": self.total_tokens, "window": self.window,
+                "threshold": self.threshold}
+
     def event(self, *, session: SessionScope) -> ContextAssembled:
         """The CONTEXT_ASSEMBLED event for this context."""
-        return ContextAssembled(
-            session=session,
-            sections=self.account,
-            total_tokens=self.total_tokens,
-            window=self.window,
-            threshold=self.threshold,
-        )
+        return ContextAssembled(session=session, **self.figures())
 
 
 def default_pipeline(
