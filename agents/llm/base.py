@@ -110,13 +110,16 @@ class ChatModel(Protocol):
         temperature: float | None = None,
         max_tokens: int | None = None,
         timeout: float | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> AsyncIterator[ModelEvent]:
         """Stream one reply to ``messages`` (OpenAI wire dicts, e.g. ``Message.to_wire()``).
 
         ``tools`` are OpenAI function-tool schemas (``{"type": "function", "function": {...}}``);
         None or empty offers no tools. ``model`` overrides the configured model name for this
         call; ``temperature``/``max_tokens`` are sent only when given; ``timeout`` (seconds)
-        overrides the configured timeout. Events follow the order in the module docstring.
+        overrides the configured timeout. ``response_format`` (e.g. ``{"type": "json_object"}``)
+        asks a server that supports it for structured output; it is a request, not a promise:
+        callers still validate the text. Events follow the order in the module docstring.
 
         Raises ``ModelUnavailable``, ``RateLimited``, ``ModelTimeout``,
         ``ContextLengthExceeded``, ``MalformedResponse`` or ``ModelRejected`` (all

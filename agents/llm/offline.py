@@ -122,8 +122,10 @@ class OfflineChatModel:
         temperature: float | None = None,
         max_tokens: int | None = None,
         timeout: float | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> AsyncIterator[ModelEvent]:
-        """See ``ChatModel.stream``; ``model``, ``temperature`` and ``timeout`` are ignored."""
+        """See ``ChatModel.stream``; ``model``, ``temperature``, ``timeout`` and ``response_format``
+        are ignored (its structured answers are always the JSON asked for)."""
         plan = self._plan(messages, tools)
         finish = "tool_calls" if plan.calls else "stop"
         content = plan.content

@@ -232,6 +232,7 @@ class OpenAIChatModel:
         temperature: float | None = None,
         max_tokens: int | None = None,
         timeout: float | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> AsyncIterator[ModelEvent]:
         """See ``ChatModel.stream``."""
         request: dict[str, Any] = {"model": model or self.name, "messages": messages, "stream": True}
@@ -245,6 +246,8 @@ class OpenAIChatModel:
             request["max_tokens"] = max_tokens
         if timeout is not None:
             request["timeout"] = timeout
+        if response_format is not None:
+            request["response_format"] = response_format
         attempt = 0
         while True:
             yielded = False
