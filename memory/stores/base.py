@@ -291,9 +291,19 @@ class CursorStore(ABC):
         """The consumer's position, or None if it never set one."""
 
     @abstractmethod
-    def set(self, scope: Scope, consumer: str, position: int, *, expected: int | None | object = ...) -> None:
+    def set(
+        self,
+        scope: Scope,
+        consumer: str,
+        position: int,
+        *,
+        expected: int | None | object = ...,
+        fence: Fence | None = None,
+    ) -> None:
         """Store ``position`` (an int >= 0) atomically. If ``expected`` is given (None meaning
-        "unset"), write only when the current position equals it, else raise ConcurrentChange."""
+        "unset"), write only when the current position equals it, else raise ConcurrentChange.
+        ``fence`` as in ``MessageStore.append`` (its lease may live in any scope; FencedOut is
+        checked before ``expected``)."""
 
     @abstractmethod
     def list(self, scope: Scope) -> dict[str, int]:
@@ -304,8 +314,11 @@ class ArchiveStore(ABC):
     """Long-term archive documents per scope, searchable by text."""
 
     @abstractmethod
-    def put(self, scope: Scope, document: ArchiveDocument) -> ArchiveDocument:
+    def put(self, scope: Scope, document: ArchiveDocument, *, fence: Fence | None = None) -> ArchiveDocument:
         """Store the document and return it with its ``seq`` set (next per scope).
+
+        ``fence`` as in ``MessageStore.append`` (its lease may live in any scope, e.g. the
+        session the history came from): a refused put writes nothing.
 
         Idempotent by id: putting an id that exists returns the stored document unchanged, so a
         retried cleanup never duplicates an archive document. Seqs are never reused, even after

@@ -68,8 +68,8 @@ class DefaultScopedStorage:
         self.durable = durable
         self.kv = FileKVStore(self.root, durable=durable)
         self.messages = FileMessageStore(self.root, durable=durable, kv=self.kv)
-        self.cursors = FileCursorStore(self.root, durable=durable)
-        self.archive = FileArchiveStore(self.root, durable=durable)
+        self.cursors = FileCursorStore(self.root, durable=durable, kv=self.kv)
+        self.archive = FileArchiveStore(self.root, durable=durable, kv=self.kv)
 
     def bundle(self) -> MemoryStoreBundle:
         return MemoryStoreBundle(
@@ -243,6 +243,15 @@ class FileKVStore(KVStore):
         fsio.atomic_write(self._meta(directory, item.key), fsio.dump_json(meta), durable=self.durable)
 
 
+def fenced_by(kv: FileKVStore | None, fence: Fence | None, what: str):
+    """``kv.fenced(fence, what)``: for stores whose fenced writes check a lease in ``kv``."""
+    if fence is None:
+        return contextlib.nullcontext()
+    if kv is None:
+        raise ValueError(f"{what} is fenced, but this store has no KV store to check leases in (pass kv=)")
+    return kv.fenced(fence, what)
+
+
 def _is_key(name: str) -> bool:
     try:
         validate_key(name)
@@ -252,11 +261,14 @@ def _is_key(name: str) -> bool:
 
 
 class FileCursorStore(CursorStore):
-    """One small JSON file per consumer: ``cursors/<consumer>.json``."""
+    """One small JSON file per consumer: ``cursors/<consumer>.json``.
 
-    def __init__(self, root: Path, *, durable: bool = True) -> None:
+    ``kv`` is the FileKVStore holding the leases that fence writes (the bundle passes it)."""
+
+    def __init__(self, root: Path, *, durable: bool = True, kv: FileKVStore | None = None) -> None:
         self.root = root
         self.durable = durable
+        self._kv = kv
 
     def _dir(self, scope: Scope) -> Path:
         return fsio.scope_directory(self.root, check_scope(scope)) / "cursors"
@@ -268,15 +280,17 @@ class FileCursorStore(CursorStore):
         return None if data is None else int(data["position"])
 
     @fsio.storage_errors
-    def set(self, scope: Scope, consumer: str, position: int, *, expected: int | None | object = _UNSET) -> None:
+    def set(self, scope: Scope, consumer: str, position: int, *, expected: int | None | object = _UNSET,
+            fence: Fence | None = None) -> None:
         consumer = validate_key(consumer, what="consumer name")
         check_int(position, "cursor position", minimum=0)
         if expected is not _UNSET and expected is not None:
             check_int(expected, "expected position")
+        fence = check_fence(fence)
         directory = self._dir(scope)
         fsio.ensure_dir(directory, durable=self.durable)
         path = directory / f"{consumer}.json"
-        with fsio.scope_lock(directory):
+        with fsio.scope_lock(directory), fenced_by(self._kv, fence, f"moving cursor {consumer!r} of {scope}"):
             if expected is not _UNSET:
                 data = fsio.read_json(path)
                 actual = None if data is None else int(data["position"])

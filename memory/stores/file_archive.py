@@ -25,10 +25,12 @@ from memory.stores.base import (
     ArchiveDocument,
     ArchiveHit,
     ArchiveStore,
+    Fence,
     StorageUnavailable,
 )
 from memory.stores.codec import (
     check_document_id,
+    check_fence,
     check_int,
     check_scope,
     document_from_record,
@@ -55,9 +57,10 @@ def render_markdown(document: ArchiveDocument) -> str:
 
 
 class FileArchiveStore(ArchiveStore):
-    def __init__(self, root: Path, *, durable: bool = True) -> None:
+    def __init__(self, root: Path, *, durable: bool = True, kv=None) -> None:
         self.root = root
         self.durable = durable
+        self._kv = kv  # the FileKVStore holding the leases that fence puts (the bundle passes it)
         self._cache: OrderedDict[str, tuple[ArchiveDocument, list[str]]] = OrderedDict()
         self._cache_lock = threading.Lock()
 
@@ -65,11 +68,14 @@ class FileArchiveStore(ArchiveStore):
         return fsio.scope_directory(self.root, check_scope(scope)) / "archive"
 
     @fsio.storage_errors
-    def put(self, scope: Scope, document: ArchiveDocument) -> ArchiveDocument:
+    def put(self, scope: Scope, document: ArchiveDocument, *, fence: Fence | None = None) -> ArchiveDocument:
+        from memory.stores.file import fenced_by
+
         record = document_to_record(document)  # validates the id before any path is built
+        fence = check_fence(fence)
         directory = self._dir(scope)
         fsio.ensure_dir(directory, durable=self.durable)
-        with fsio.scope_lock(directory):
+        with fsio.scope_lock(directory), fenced_by(self._kv, fence, f"an archive put to {scope}"):
             names = self._names(directory)
             for seq, document_id in names:
                 if document_id == document.id:

@@ -26,10 +26,12 @@ from memory.stores.base import (
     ArchiveHit,
     ArchiveStore,
     ConcurrentChange,
+    Fence,
 )
 from memory.stores.codec import (
     SUMMARY_HEADS,
     check_document_id,
+    check_fence,
     check_int,
     document_from_record,
     document_to_record,
@@ -39,6 +41,7 @@ from memory.stores.codec import (
 from memory.stores.sql_common import (
     RACE_ATTEMPTS,
     Raced,
+    check_fence_in_transaction,
     column_text,
     database_errors,
     execute,
@@ -93,13 +96,15 @@ class SqlArchiveStore(ArchiveStore):
         return ArchiveEntry.objects.using(self.using).filter(scope_key=scope_key(scope))
 
     @database_errors
-    def put(self, scope: Scope, document: ArchiveDocument) -> ArchiveDocument:
+    def put(self, scope: Scope, document: ArchiveDocument, *, fence: Fence | None = None) -> ArchiveDocument:
         record = document_to_record(document)
+        fence = check_fence(fence)
         key = scope_key(scope)
         doc_words = textsearch.words(document.search_text())
         for _ in range(RACE_ATTEMPTS):
             try:
                 with transaction.atomic(using=self.using):
+                    check_fence_in_transaction(fence, self.using, f"an archive put to {scope}")
                     existing = self._rows(scope).filter(doc_id=document.id).values_list("data", flat=True).first()
                     if existing is not None:
                         return document_from_record(json.loads(existing))

@@ -182,14 +182,17 @@ class SqlCursorStore(CursorStore):
         return self._rows(scope).filter(consumer=name).values_list("position", flat=True).first()
 
     @database_errors
-    def set(self, scope: Scope, consumer: str, position: int, *, expected: int | None | object = _UNSET) -> None:
+    def set(self, scope: Scope, consumer: str, position: int, *, expected: int | None | object = _UNSET,
+            fence: Fence | None = None) -> None:
         name = validate_key(consumer, what="consumer name")
         check_int(position, "cursor position", minimum=0)
         if expected is not _UNSET and expected is not None:
             check_int(expected, "expected position")
+        fence = check_fence(fence)
         for _ in range(RACE_ATTEMPTS):
             try:
                 with transaction.atomic(using=self.using):
+                    check_fence_in_transaction(fence, self.using, f"moving cursor {name!r} of {scope}")
                     rows = self._rows(scope).filter(consumer=name)
                     actual = rows.select_for_update().values_list("position", flat=True).first()
                     if expected is not _UNSET and actual != expected:

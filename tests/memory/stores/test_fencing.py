@@ -117,3 +117,33 @@ def test_a_cleanup_whose_lease_is_taken_over_mid_run_commits_nothing(bundle, tmp
     assert bundle.messages.head(S) == head  # nothing committed
     assert bundle.kv.get(S, "cleanup.pending") is None  # not even the intent
     assert "intruder" in bundle.kv.get(S, "lease.cleanup").value  # and the intruder's lease is left alone
+
+
+def test_a_stale_cursor_move_is_refused_and_the_position_kept(bundle):
+    a, b = takeover(bundle, name="dream")
+    other = SessionScope("elsewhere")  # the cursor may live in another scope than its lease
+    bundle.cursors.set(other, "archive", 4, fence=b.fence)
+    with pytest.raises(FencedOut, match="taken over by another worker"):
+        bundle.cursors.set(other, "archive", 2, fence=a.fence)
+    with pytest.raises(FencedOut):  # the fence is checked before the expected position
+        bundle.cursors.set(other, "archive", 9, expected=4, fence=a.fence)
+    assert bundle.cursors.get(other, "archive") == 4
+    bundle.cursors.set(other, "archive", 9, expected=4, fence=b.fence)
+    assert bundle.cursors.get(other, "archive") == 9
+
+
+def test_a_stale_archive_put_is_refused_and_writes_nothing(bundle):
+    from memory.scopes import AgentScope, CompositeScope, UserScope
+    from memory.stores.base import ArchiveDocument
+
+    a, b = takeover(bundle, name="cleanup")
+    archive = CompositeScope(AgentScope("default"), UserScope("7"))
+    stale = ArchiveDocument(session=S.key(), summary="stale", messages=(user("a"),), id="doc-stale")
+    with pytest.raises(FencedOut):
+        bundle.archive.put(archive, stale, fence=a.fence)
+    assert bundle.archive.list(archive) == [] and bundle.archive.get(archive, "doc-stale") is None
+    kept = bundle.archive.put(archive, ArchiveDocument(session=S.key(), summary="new", id="doc-new"), fence=b.fence)
+    assert kept.seq == 1
+    with pytest.raises(FencedOut):  # even the idempotent answer for an existing id is refused
+        bundle.archive.put(archive, ArchiveDocument(session=S.key(), summary="x", id="doc-new"), fence=a.fence)
+    assert [d.id for d in bundle.archive.list(archive)] == ["doc-new"]
