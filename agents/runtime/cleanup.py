@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from agents.llm import as_text_completion
 from agents.runtime.events import CleanupDone, CleanupStarted, RuntimeEvent
 from agents.runtime.hooks import HookPoint, RuntimeHooks
-from agents.runtime.tools.memory_tools import archive_scope_for
+from agents.runtime.tools.history_tools import archive_scope_for
 from memory.compression.cleanup import CleanupFailed, CleanupResult, arun_cleanup
 from memory.scopes import SessionScope
 from memory.threads import run_blocking

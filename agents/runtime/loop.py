@@ -42,7 +42,7 @@ from agents.runtime.supplements import supplement_providers
 from agents.llm import ChatModel, CompletionBuilder, ContextLengthExceeded, ModelError
 from agents.runtime.services import MemoryServices
 from agents.runtime.tools.base import ToolRoster
-from agents.runtime.tools.memory_tools import archive_scope_for
+from agents.runtime.tools.history_tools import archive_scope_for
 from agents.runtime.tools.registry import compile_roster
 from agents.runtime.tools.scratchpad import RunScratchpad
 from agents.runtime.writes import SessionWrites

@@ -36,7 +36,7 @@ from agents.tasks import (
     run_recorded_tasks,
     task_environment,
 )
-from agents.runtime.tools.memory_tools import archive_scope_for
+from agents.runtime.tools.history_tools import archive_scope_for
 from memory.core_memory import MEMORY, SOUL, USER, CoreMemory
 from memory.dream.prompt import CONSOLIDATION_MARKER
 from memory.hooks import CleanupFinished

@@ -28,7 +28,7 @@ from agents.runtime.events import CleanupDone, ContentChunk, ReasoningChunk, Tur
 from agents.runtime.loop import Runtime
 from memory.text import StorableDeltas
 from agents.runtime.services import build_services
-from agents.runtime.tools.memory_tools import archive_scope_for
+from agents.runtime.tools.history_tools import archive_scope_for
 from agents.runtime.tools.todo import TODO_KEY
 from agents.llm import ContentDelta, ReasoningDelta
 from memory.compression.steps import INTENT_KEY

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from agents.experience.store import ExperienceStore
-from agents.runtime.tools.memory_tools import archive_scope_for
+from agents.runtime.tools.history_tools import archive_scope_for
 from memory.config import MemoryConfig
 from memory.core_memory import CORE_FILES, CoreMemory
 from memory.dream import DREAM_CONSUMER

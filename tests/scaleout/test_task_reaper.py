@@ -16,7 +16,7 @@ import pytest
 from django.tasks import TaskResultStatus, task_backends
 from django.utils import timezone
 
-from agents.runtime.tools.memory_tools import archive_scope_for
+from agents.runtime.tools.history_tools import archive_scope_for
 from agents.task_reaper import MAX_RUNS, reap_stale_tasks
 from memory.config import MemoryConfig
 from memory.core_memory import CORE_FILES, CoreMemory

@@ -1,7 +1,7 @@
-"""Tools over the memory tiers: core memory, archive search, pruned lookup.
+"""The core memory tool: the agent's own edits of SOUL.md, USER.md and MEMORY.md.
 
-Each tool is scoped to the agent and user of the run; none can reach another agent's or user's
-memory. They are only compiled in when the tier is on for the agent (``registry``).
+Scoped to the agent and user of the run; compiled in only when core memory is on for the agent
+(``registry``). The tools over history (archive, pruned catalog) are in ``history_tools``.
 """
 
 from __future__ import annotations
@@ -12,13 +12,9 @@ from asgiref.sync import sync_to_async
 
 from agents.runtime.tools.base import Tool, ToolError
 from memory.core_memory import CORE_FILES, CoreMemory, CoreMemoryError
-from memory.scopes import AgentScope, CompositeScope, UserScope
 
 if TYPE_CHECKING:
     from agents.runtime.context import ToolContext
-
-ARCHIVE_HITS = 5
-EXCERPT_CHARS = 600
 
 
 def core_memory_for(ctx: ToolContext) -> CoreMemory:
@@ -29,11 +25,6 @@ def core_memory_for(ctx: ToolContext) -> CoreMemory:
         user=ctx.user_id,
         hooks=ctx.services.hooks,
     )
-
-
-def archive_scope_for(*, agent: str, user_id: str) -> CompositeScope:
-    """Where an agent's archive documents about one user live."""
-    return CompositeScope(AgentScope(agent), UserScope(user_id))
 
 
 class CoreMemoryTool(Tool):
@@ -80,63 +71,3 @@ class CoreMemoryTool(Tool):
             return f"Updated {file} (version {state.version})."
         except CoreMemoryError as exc:
             raise ToolError(str(exc)) from None
-
-
-class ArchiveSearchTool(Tool):
-    name = "archive_search"
-    description = "Search your long-term archive of earlier conversations with this user. Returns the best matches."
-    parameters = {
-        "type": "object",
-        "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 500}},
-        "required": ["query"],
-        "additionalProperties": False,
-    }
-
-    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
-        scope = archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id)
-        hits = await sync_to_async(ctx.services.bundle.archive.search, thread_sensitive=True)(
-            scope, args["query"], limit=ARCHIVE_HITS
-        )
-        if not hits:
-            return f"No archived conversation matches {args['query']!r}."
-        lines = []
-        for hit in hits:
-            doc = hit.document
-            lines.append(
-                f"[archive {doc.seq} · {doc.created_at:%Y-%m-%d}] {doc.title or 'untitled'}\n"
-                f"{hit.snippet}\nSummary: {doc.summary[:EXCERPT_CHARS]}"
-            )
-        return "\n\n".join(lines)
-
-
-class PrunedLookupTool(Tool):
-    name = "pruned_lookup"
-    description = (
-        "Read in full a message that cleanup removed from this conversation, by its number in the "
-        "<pruned_messages> catalog."
-    )
-    parameters = {
-        "type": "object",
-        "properties": {"seq": {"type": ["integer", "string"]}},
-        "required": ["seq"],
-        "additionalProperties": False,
-    }
-
-    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
-        raw = args["seq"]
-        try:
-            seq = int(str(raw).strip().lstrip("#"))
-        except ValueError:
-            raise ToolError(f"seq must be a message number, got {raw!r}") from None
-        message = await sync_to_async(ctx.services.catalog.lookup, thread_sensitive=True)(ctx.session, seq)
-        if message is None:
-            count = await sync_to_async(ctx.services.catalog.count, thread_sensitive=True)(ctx.session)
-            raise ToolError(f"no pruned message number {seq} in this conversation ({count} were pruned)")
-        parts = [f"[{message.seq}] {message.role} · {message.created_at.isoformat()}"]
-        if message.reasoning_content:
-            parts.append(f"(reasoning) {message.reasoning_content}")
-        if message.content:
-            parts.append(message.content)
-        for call in message.tool_calls:
-            parts.append(f"(called {call.name} with {call.arguments_json})")
-        return "\n".join(parts)

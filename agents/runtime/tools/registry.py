@@ -12,7 +12,8 @@ from typing import Any
 
 from agents.runtime.supplements import supplement_tools
 from agents.runtime.tools.base import Tool, ToolRoster
-from agents.runtime.tools.memory_tools import ArchiveSearchTool, CoreMemoryTool, PrunedLookupTool
+from agents.runtime.tools.history_tools import ArchiveSearchTool, PrunedLookupTool
+from agents.runtime.tools.memory_tools import CoreMemoryTool
 from agents.runtime.tools.scratchpad import GraphKnowledgeBaseTool
 from agents.runtime.tools.subagent import SpawnSubagentTool
 from agents.runtime.tools.todo import TodoTool
