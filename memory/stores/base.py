@@ -118,6 +118,17 @@ class ArchiveDocument:
 
 
 @dataclass(frozen=True, slots=True)
+class ArchiveState:
+    """What an archive scope holds, in two numbers: the highest document seq ever handed out and
+    how many documents exist. Seqs only grow and documents never change, so a reader that
+    remembers these knows whether documents were added since (read those after its seq) or
+    removed (the count fell behind)."""
+
+    last_seq: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class ArchiveHit:
     document: ArchiveDocument
     score: float  # higher is more relevant; comparable only within one result list
@@ -359,7 +370,29 @@ class ArchiveStore(ABC):
 
     @abstractmethod
     def delete(self, scope: Scope, document_id: str) -> bool:
-        """Remove one document; True if it existed."""
+        """Remove one document (and its vectors); True if it existed."""
+
+    def archive_state(self, scope: Scope) -> ArchiveState:
+        """The scope's ``ArchiveState`` (cheap: backends override the listing this default reads).
+
+        ``last_seq`` is the highest seq of a document that exists here; backends that remember
+        seqs of deleted documents may report those too (a reader only compares states)."""
+        documents = self.list_summaries(scope)
+        return ArchiveState(last_seq=max((d.seq or 0 for d in documents), default=0), count=len(documents))
+
+    @abstractmethod
+    def put_vectors(self, scope: Scope, document_id: str, *, model: str, vectors: bytes) -> bool:
+        """Store the embedding vectors of a document's messages, replacing any stored before.
+
+        ``vectors`` is opaque bytes (``memory.retrieval.embeddings.encode``: one row per message
+        of the document, in order) made by ``model``. Returns False, writing nothing, when the
+        document does not exist (it was deleted meanwhile). Atomic: a reader sees the old
+        vectors or the new, never a mix."""
+
+    @abstractmethod
+    def vectors(self, scope: Scope, *, after_seq: int | None = None) -> dict[str, tuple[str, bytes]]:
+        """The stored vectors of the scope's documents with seq > ``after_seq``: document id ->
+        (model, bytes). Documents without vectors are left out."""
 
 
 @dataclass(frozen=True, slots=True)
