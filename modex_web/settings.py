@@ -220,6 +220,17 @@ MODEX_TOKEN_TTL_DAYS = env_int("MODEX_TOKEN_TTL_DAYS", 90, minimum=0)
 MODEX_TASK_LEASE_TTL = env_float("MODEX_TASK_LEASE_TTL", 600.0, minimum=1.0)
 MODEX_TASK_STALE_AFTER = env_float("MODEX_TASK_STALE_AFTER", MODEX_TASK_LEASE_TTL * 1.5, minimum=1.0)
 
+# Archive retrieval (memory/retrieval, memory/archiving): the embedded offline embedding model or
+# none (OPENAI_EMBEDDING_MODEL, read by agents/llm/embeddings.py, takes the endpoint's instead),
+# how close a message found by meaning alone must be, how many archived messages the search
+# keeps in memory across users, and how long a conversation stays quiet before it is archived.
+MODEX_EMBEDDINGS = (env_str("MODEX_EMBEDDINGS", "offline") or "offline").strip().lower()
+if MODEX_EMBEDDINGS not in ("offline", "off"):
+    raise ImproperlyConfigured(f"MODEX_EMBEDDINGS={MODEX_EMBEDDINGS!r} must be 'offline' or 'off'.")
+MODEX_RECALL_MIN_SIMILARITY = env_float("MODEX_RECALL_MIN_SIMILARITY", 0.5, minimum=-1.0)
+MODEX_RECALL_CACHE_MESSAGES = env_int("MODEX_RECALL_CACHE_MESSAGES", 300_000, minimum=1000)
+MODEX_ARCHIVE_IDLE_MINUTES = env_float("MODEX_ARCHIVE_IDLE_MINUTES", 30.0, minimum=0.0)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

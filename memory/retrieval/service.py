@@ -152,7 +152,13 @@ class Retrieval:
         return entry
 
     def _new_index(self) -> ScopeIndex:
-        return ScopeIndex(dimensions=self.embedder.dimensions if self.embedder is not None else None)
+        dimensions = None
+        if self.embedder is not None:
+            try:
+                dimensions = self.embedder.dimensions or None
+            except EmbeddingUnavailable as exc:  # a remote model that cannot say: words only, this time
+                self._warn(exc)
+        return ScopeIndex(dimensions=dimensions)
 
     def _add(self, scope: Scope, index: ScopeIndex, documents: list[ArchiveDocument]) -> None:
         if not documents:

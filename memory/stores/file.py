@@ -243,15 +243,6 @@ class FileKVStore(KVStore):
         fsio.atomic_write(self._meta(directory, item.key), fsio.dump_json(meta), durable=self.durable)
 
 
-def fenced_by(kv: FileKVStore | None, fence: Fence | None, what: str):
-    """``kv.fenced(fence, what)``: for stores whose fenced writes check a lease in ``kv``."""
-    if fence is None:
-        return contextlib.nullcontext()
-    if kv is None:
-        raise ValueError(f"{what} is fenced, but this store has no KV store to check leases in (pass kv=)")
-    return kv.fenced(fence, what)
-
-
 def _is_key(name: str) -> bool:
     try:
         validate_key(name)
@@ -290,7 +281,7 @@ class FileCursorStore(CursorStore):
         directory = self._dir(scope)
         fsio.ensure_dir(directory, durable=self.durable)
         path = directory / f"{consumer}.json"
-        with fsio.scope_lock(directory), fenced_by(self._kv, fence, f"moving cursor {consumer!r} of {scope}"):
+        with fsio.scope_lock(directory), fsio.fenced_by(self._kv, fence, f"moving cursor {consumer!r} of {scope}"):
             if expected is not _UNSET:
                 data = fsio.read_json(path)
                 actual = None if data is None else int(data["position"])

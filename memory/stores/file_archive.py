@@ -72,13 +72,11 @@ class FileArchiveStore(ArchiveStore):
 
     @fsio.storage_errors
     def put(self, scope: Scope, document: ArchiveDocument, *, fence: Fence | None = None) -> ArchiveDocument:
-        from memory.stores.file import fenced_by
-
         record = document_to_record(document)  # validates the id before any path is built
         fence = check_fence(fence)
         directory = self._dir(scope)
         fsio.ensure_dir(directory, durable=self.durable)
-        with fsio.scope_lock(directory), fenced_by(self._kv, fence, f"an archive put to {scope}"):
+        with fsio.scope_lock(directory), fsio.fenced_by(self._kv, fence, f"an archive put to {scope}"):
             names = self._names(directory)
             for seq, document_id in names:
                 if document_id == document.id:

@@ -197,5 +197,5 @@ def test_with_an_endpoint_it_asks_that_model_and_the_judge(tmp_path, monkeypatch
     system = questions[0]["messages"][0]["content"]
     assert "<pruned_messages" in system and "do not know" in system
     offered = [{t["function"]["name"] for t in q["tools"]} for q in questions]
-    assert {"pruned_lookup"} in offered and {"pruned_lookup", "archive_search"} in offered  # only the layers on
+    assert {"pruned_lookup"} in offered and {"pruned_lookup", "archive_search", "archive_read"} in offered  # only the layers on
     assert all("core_memory" not in names for names in offered)
