@@ -18,7 +18,7 @@ from agents.declarations import AgentNode, get_declaration
 from agents.experience.supplement import experience_enabled
 from agents.experience.store import ExperienceFile, ExperienceStore
 from agents.runtime.services import get_services
-from memory.core_memory import CORE_FILES, SOUL, CoreChange, CoreFileState, CoreMemory, check_file
+from memory.core_memory import CORE_FILES, SOUL, CoreChange, CoreFileState, CoreMemory, check_file, is_shared
 
 HOW_TO_ENABLE = (
     "Core memory is off for this agent. To switch it on, set core_enabled: true (together with "
@@ -167,4 +167,12 @@ def update_core_file(*, user, agent: str, file: str, text: str, expected_version
     if not can_edit(user=user, file=file):
         raise ReadOnlyFile(f"{file} is the agent's identity, shared by all its users; only staff can change it.")
     memory = core_memory(user=user, agent=node)
-    return memory.rewrite(file=file, text=text, source=f"user:{user_id(user)}", expected_version=expected_version)
+    return memory.rewrite(file=file, text=text, source=writer(user=user, file=file), expected_version=expected_version)
+
+
+def writer(*, user, file: str) -> str:
+    """The change source of ``user`` editing ``file``: a shared file is written by staff with
+    their authority (``admin:<pk>``); one's own files as oneself (``user:<pk>``)."""
+    if is_shared(file) and user.is_staff:
+        return f"admin:{user_id(user)}"
+    return f"user:{user_id(user)}"
