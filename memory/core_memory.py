@@ -173,7 +173,7 @@ class CoreChange:
 
     version: int
     source: str
-    action: str  # "append" | "replace" | "rewrite" | "restore" | "forget"
+    action: str  # "append" | "replace" | "rewrite" | "restore" | "forget" | "edit line" | "delete line"
     at: datetime
     tokens: int  # the file's size after the change
     detail: str  # a short excerpt of what was written

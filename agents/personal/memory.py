@@ -316,7 +316,7 @@ def delete_item(*, user, agent: str, file: str, index: int, line: str, expected_
         raise CoreMemoryConflict(file, expected=expected_version, actual=state.version)
     lines = _line_at(state, index, line)
     return memory.rewrite(file=file, text=_joined(lines[:index] + lines[index + 1:]),
-                          source=writer(user=user, file=file), expected_version=expected_version)
+                          source=writer(user=user, file=file), expected_version=expected_version, action="delete line")
 
 
 def edit_item(*, user, agent: str, file: str, index: int, line: str, text: str, expected_version: int) -> CoreFileState:
@@ -331,7 +331,7 @@ def edit_item(*, user, agent: str, file: str, index: int, line: str, text: str, 
     lines = _line_at(state, index, line)
     bullet = line[: len(line) - len(line.lstrip(" -*+"))] if line.lstrip().startswith(("-", "*", "+")) else ""
     return memory.rewrite(file=file, text=_joined(lines[:index] + [bullet + text] + lines[index + 1:]),
-                          source=writer(user=user, file=file), expected_version=expected_version)
+                          source=writer(user=user, file=file), expected_version=expected_version, action="edit line")
 
 
 def restore_version(*, user, agent: str, file: str, version: int, expected_version: int) -> CoreFileState:
