@@ -100,6 +100,7 @@ def render_piece(piece: Piece) -> str:
         "id": piece.document.id,
         "seq": piece.document.seq,
         "session": piece.document.session,
+        "title": piece.document.title or None,
         "from": min(times).date().isoformat(),
         "to": max(times).date().isoformat(),
         "continued": "true" if piece.part > 1 else None,
