@@ -35,7 +35,6 @@ from memory.core_memory import (
     CoreFileState,
     CoreMemory,
     CoreMemoryConflict,
-    CoreMemoryEditError,
     check_file,
     is_shared,
 )

@@ -46,30 +46,17 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from memory import core_proposals as proposals
 from memory.config import MemoryConfig
-from memory.core_lines import LineSource, normalize_line
-from memory.core_memory import MEMORY, SOUL, USER, CoreMemory, CoreMemoryFull, Origin
-from memory.dream.edits import (
-    ADD,
-    REMOVE,
-    UPDATE,
-    CoreEdit,
-    InvalidAnswer,
-    RejectedEdit,
-    ShownDocument,
-    apply_edits,
-    parse_answer,
-    validate_edits,
-)
+from memory.core_memory import CoreMemory
+from memory.dream.edits import CoreEdit, InvalidAnswer, RejectedEdit, ShownDocument, parse_answer, validate_edits
+from memory.dream.landing import DREAM_CONSUMER, LeaseTakenOver, Run, land
 from memory.dream.prompt import build_prompt, repair_prompt
-from memory.dream.reading import POSITION_KEY, Chunk, Position, read_chunk, stored_point
+from memory.dream.reading import POSITION_KEY, Chunk, Position, read_chunk
 from memory.dream.values import (
     ConsolidationFailed,
     ConsolidationMode,
@@ -85,18 +72,11 @@ from memory.hooks import ConsolidationFinished, MemoryHookDispatcher, MemoryHook
 from memory.locks import Lease, LeaseBusy, LeaseLost, acquire_lease, release_lease, renew_lease
 from memory.messages import utcnow
 from memory.scopes import AgentScope, CompositeScope, Scope, UserScope
-from memory.stores.base import (
-    ConcurrentChange,
-    CursorMove,
-    FencedOut,
-    KVWrite,
-    MemoryStoreBundle,
-)
+from memory.stores.base import ConcurrentChange, FencedOut, MemoryStoreBundle
 from memory.threads import run_blocking as _io
 
 logger = logging.getLogger("memory.dream")
 
-DREAM_CONSUMER = "dream"
 LEASE_NAME = "dream"
 FAILURE_KEY = "dream.failure"
 LAST_RUN_KEY = "dream.last_run"
@@ -110,30 +90,6 @@ def default_archive_scope(*, agent: str, user: str) -> Scope:
 
 class _Superseded(Exception):
     """Internal: this run's lease passed to another run; what it had not committed is dropped."""
-
-
-@dataclass
-class _Run:
-    """One consolidation's state while it runs."""
-
-    id: str
-    lease: Lease
-    scope: Scope
-    mode: ConsolidationMode
-    cursor: int | None
-    position: Position | None
-    position_version: int
-    documents: int = 0
-    applied: list[CoreEdit] = field(default_factory=list)
-    rejected: list[RejectedEdit] = field(default_factory=list)
-    proposed: list[str] = field(default_factory=list)
-    files: dict[str, int] = field(default_factory=dict)
-    repairs: int = 0
-    pending: int = 0  # edits in hand, not committed yet (what a superseded run discards)
-
-    @property
-    def point(self) -> Position:
-        return stored_point(self.cursor, self.position)
 
 
 class DreamEngine:
@@ -256,17 +212,17 @@ class DreamEngine:
 
     # -- the run ------------------------------------------------------------------------------
 
-    def _start(self, *, scope: Scope, mode: ConsolidationMode, lease: Lease, run_id: str) -> _Run:
+    def _start(self, *, scope: Scope, mode: ConsolidationMode, lease: Lease, run_id: str) -> Run:
         cursor = self._bundle.cursors.get(scope, DREAM_CONSUMER)
         item = self._bundle.kv.get(scope, POSITION_KEY)
         position = Position.from_json(item.value) if item else None
-        return _Run(run_id, lease, scope, mode, cursor, position, item.version if item else 0)
+        return Run(run_id, lease, scope, mode, cursor, position, item.version if item else 0)
 
     async def _run(
         self,
         *,
         memory: CoreMemory,
-        run: _Run,
+        run: Run,
         progress: Callable[[ConsolidationProgress], None] | None,
         window: int,
     ) -> ConsolidationResult:
@@ -303,7 +259,7 @@ class DreamEngine:
         status = ConsolidationStatus.CONSOLIDATED if run.documents else ConsolidationStatus.UP_TO_DATE
         return self._result(run, status)
 
-    async def _propose(self, memory: CoreMemory, chunk: Chunk, run: _Run) -> tuple[list[CoreEdit], list[RejectedEdit]]:
+    async def _propose(self, memory: CoreMemory, chunk: Chunk, run: Run) -> tuple[list[CoreEdit], list[RejectedEdit]]:
         states = await _io(memory.read_all)
         prompt = build_prompt(pieces=chunk.pieces, files={s.file: s.text for s in states},
                               caps={s.file: s.cap for s in states})
@@ -330,7 +286,7 @@ class DreamEngine:
             shown[piece.document.id] = ShownDocument(piece.document.seq or 0, said, latest)
         return validate_edits(proposals=answer, documents=shown)
 
-    async def _ask(self, prompt: list[dict[str, Any]], run: _Run) -> Any:
+    async def _ask(self, prompt: list[dict[str, Any]], run: Run) -> Any:
         """One model call; then the lease is renewed, so a run that lost it stops here."""
         try:
             raw = await asyncio.wait_for(self._call(prompt), self._options.model_timeout)
@@ -353,131 +309,21 @@ class DreamEngine:
         result = await asyncio.to_thread(self._model, prompt)
         return await result if inspect.isawaitable(result) else result
 
-    # -- committing a chunk -------------------------------------------------------------------
-
-    def _commit(self, *, memory: CoreMemory, run: _Run, chunk: Chunk, edits: Sequence[CoreEdit]) -> None:
-        """Apply ``edits`` and move the reading point past ``chunk``, in one fenced commit."""
-        sessions = {piece.document.id: piece.document.session for piece in chunk.pieces}
-        for _ in range(self._options.conflict_attempts):
-            writes: list[KVWrite] = []
-            staged = []
-            applied: list[CoreEdit] = []
-            skipped: list[RejectedEdit] = []
-            for file in (USER, MEMORY):
-                mine = [edit for edit in edits if edit.file == file]
-                if not mine:
-                    continue
-                state = memory.read(file=file)
-                text, done, refused = apply_edits(state.text, mine, cap=state.cap, ledger=memory.ledger(file=file),
-                                                  written_at=state.updated_at)
-                now = self._clock()
-                sources = {normalize_line(e.text): LineSource("dream", now, e.said_at, sessions.get(e.source, ""),
-                                                              e.source) for e in done if e.text}
-                try:
-                    change = memory.stage(state=state, text=text, source="dream", detail=_detail(done),
-                                          line_sources=sources) if done else None
-                except CoreMemoryFull as exc:
-                    skipped += [RejectedEdit(edit.to_json(), str(exc)) for edit in mine]
-                    continue
-                if change is None and done:
-                    refused += [RejectedEdit(e.to_json(), "cancelled out by a later edit") for e in done]
-                    done = []
-                if change is not None:
-                    staged.append(change)
-                    writes += change.writes
-                applied += done
-                skipped += refused
-            proposed, refused = self._proposals(memory, run, chunk, [e for e in edits if e.file == SOUL])
-            writes += [write for _, write in proposed]
-            skipped += refused
-            move, position_write = self._advance(run, chunk)
-            if position_write is not None:
-                writes.append(position_write)
-            try:
-                items = self._bundle.kv.commit(writes, cursor=move, fence=run.lease.fence)
-            except FencedOut as exc:
-                raise _Superseded(str(exc)) from None
-            except ConcurrentChange:
-                cursor = self._bundle.cursors.get(run.scope, DREAM_CONSUMER)
-                item = self._bundle.kv.get(run.scope, POSITION_KEY)
-                if cursor != run.cursor or (item.version if item else 0) != run.position_version:
-                    raise _Superseded("the dream cursor moved under this run") from None
-                continue  # a file changed meanwhile (the agent's own edit): re-read, re-apply
-            by_key = {(i.scope.key(), i.key): i for i in items if i is not None}
-            for change in staged:
-                memory.published(change, [by_key.get((change.scope.key(), change.file))])
-                run.files[change.file] = by_key[(change.scope.key(), change.file)].version
-            if move is not None:
-                run.cursor = move.position
-            if position_write is not None:
-                written = by_key.get((run.scope.key(), POSITION_KEY))
-                run.position = chunk.end if chunk.end.inside else None
-                run.position_version = written.version if written is not None else 0
-            run.applied += applied
-            run.rejected += skipped
-            run.proposed += [proposal.describe() for proposal, _ in proposed]
-            return
-        raise ConsolidationFailed(
-            f"the memory files kept changing during consolidation ({self._options.conflict_attempts} attempts)",
-            kind=FailureKind.CONFLICT,
-        )
-
-    def _advance(self, run: _Run, chunk: Chunk) -> tuple[CursorMove | None, KVWrite | None]:
-        """The cursor move and reading-point write past ``chunk`` (never backwards: a full
-        re-run moves them only once it reads past where they stand)."""
-        if chunk.end <= run.point:
-            return None, None
-        move = None
-        if chunk.done_through is not None and chunk.done_through > (run.cursor or 0):
-            move = CursorMove(run.scope, DREAM_CONSUMER, chunk.done_through, expected=run.cursor)
-        if chunk.end.inside:
-            write = KVWrite(run.scope, POSITION_KEY, chunk.end.to_json(), expected_version=run.position_version)
-        elif run.position_version:
-            write = KVWrite(run.scope, POSITION_KEY, None, expected_version=run.position_version)
-        else:
-            write = None
-        return move, write
-
-    def _proposals(
-        self, memory: CoreMemory, run: _Run, chunk: Chunk, edits: Sequence[CoreEdit]
-    ) -> tuple[list[tuple[proposals.Proposal, KVWrite]], list[RejectedEdit]]:
-        """SOUL.md edits as proposals for staff (new ones only; SOUL.md is not written)."""
-        if not edits:
-            return [], []
-        soul = memory.read(file=SOUL)
-        ledger = memory.ledger(file=SOUL)
-        out: list[tuple[proposals.Proposal, KVWrite]] = []
-        refused: list[RejectedEdit] = []
-        said = {(piece.document.id, s.message.seq): s.message.content or "" for piece in chunk.pieces
-                for s in piece.said}
-        documents = {piece.document.id: piece.document for piece in chunk.pieces}
-        for edit in edits:
-            text, done, skipped = apply_edits(soul.text, [edit], cap=soul.cap, ledger=ledger,
-                                              written_at=soul.updated_at)
-            if not done:
-                refused += skipped
-                continue
-            action = {ADD: "append", UPDATE: "replace", REMOVE: "remove"}[edit.action]
-            evidence = said.get((edit.source, edit.seq)) or _newest_user_text(documents[edit.source])
-            origin = Origin(session=documents[edit.source].session, document=edit.source, said_at=edit.said_at,
-                            evidence=evidence)
-            draft = proposals.draft(agent=memory.agent, user=memory.user, file=SOUL, action=action, text=edit.text,
-                                    old=edit.old, source="dream", origin=origin, base_version=soul.version,
-                                    now=self._clock())
-            try:
-                proposal, write = proposals.staged_write(kv=self._bundle.kv, proposal=draft)
-            except proposals.ProposalLimit as exc:
-                refused.append(RejectedEdit(edit.to_json(), str(exc)))
-                continue
-            if write is None:
-                refused.append(RejectedEdit(edit.to_json(), f"already proposed to staff ({proposal.status})"))
-                continue
-            out.append((proposal, write))
-        return out, refused
+    def _commit(self, *, memory: CoreMemory, run: Run, chunk: Chunk, edits: Sequence[CoreEdit]) -> None:
+        """Apply ``edits`` and move the reading point past ``chunk``, in one fenced commit
+        (``memory.dream.landing``); a run whose lease was taken over is superseded."""
+        try:
+            landed = land(bundle=self._bundle, memory=memory, run=run, chunk=chunk, edits=edits, clock=self._clock,
+                          attempts=self._options.conflict_attempts)
+        except LeaseTakenOver as exc:
+            raise _Superseded(str(exc)) from None
+        run.applied += landed.applied
+        run.rejected += landed.skipped
+        run.proposed += landed.proposed
 
     # -- records --------------------------------------------------------------------------------
 
-    def _result(self, run: _Run, status: ConsolidationStatus, *, error: str | None = None,
+    def _result(self, run: Run, status: ConsolidationStatus, *, error: str | None = None,
                 failure: FailureRecord | None = None) -> ConsolidationResult:
         warnings = []
         if run.repairs:
@@ -496,7 +342,7 @@ class DreamEngine:
             proposals=tuple(run.proposed), repairs=run.repairs, warnings=tuple(warnings), failure=failure,
         )
 
-    def _record_failure(self, run: _Run, exc: ConsolidationFailed) -> FailureRecord:
+    def _record_failure(self, run: Run, exc: ConsolidationFailed) -> FailureRecord:
         previous = self.failure(scope=run.scope)
         attempts = (previous.attempts if previous else 0) + 1
         delay = min(self._options.backoff_max, self._options.backoff_base * 2 ** (attempts - 1))
@@ -510,7 +356,7 @@ class DreamEngine:
             raise _Superseded(str(fenced)) from None
         return record
 
-    def _finish(self, *, run: _Run, result: ConsolidationResult, failure: FailureRecord | None) -> None:
+    def _finish(self, *, run: Run, result: ConsolidationResult, failure: FailureRecord | None) -> None:
         """The run's record (when it read something); a failure recorded before is cleared by a
         run that did not fail."""
         data = {
@@ -541,14 +387,6 @@ def read_last_run(bundle: MemoryStoreBundle, scope: Scope) -> dict[str, Any] | N
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
-
-
-def _detail(edits: Sequence[CoreEdit]) -> str:
-    return "; ".join(edit.describe() for edit in edits)
-
-
-def _newest_user_text(document) -> str:
-    return next((m.content or "" for m in reversed(document.messages) if m.role == "user" and m.content), "")
 
 
 __all__ = [
