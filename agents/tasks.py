@@ -141,6 +141,9 @@ async def consolidate_core_memory(agent: str, user: str, mode: str = Consolidati
         "cursor": result.cursor,
         "error": result.error,
         "next_attempt_at": result.next_attempt_at.isoformat() if result.next_attempt_at else None,
+        "run_id": result.run_id,
+        "proposals": list(result.proposals),
+        "warnings": list(result.warnings),
     }
 
 
