@@ -23,11 +23,7 @@ from agents.personal import tokens
 from agents.personal import memory as user_memory
 from memory.core_memory import CORE_FILES, CoreMemoryConflict, CoreMemoryDisabled, CoreMemoryFull, UnknownCoreFile
 
-FILE_ROLES = {
-    "SOUL.md": "The agent's identity, shared by everyone who talks to it.",
-    "USER.md": "Your profile: what every agent knows about you.",
-    "MEMORY.md": "Facts this agent keeps about you.",
-}
+FILE_ROLES = user_memory.FILE_ROLES
 
 
 class CoreFileForm(forms.Form):

@@ -81,7 +81,7 @@ def _populate_long_term(bundle, config) -> object:
     words = chat_history(count=400, seed=41, profile="small", counted=False)
     text = [m.content for m in words if m.content]
     core = CoreMemory(kv=bundle.kv, config=config, agent=AGENT, user=USER)
-    core.append(file=SOUL, text="# Identity\n" + " ".join(text[:12]), source="agent")
+    core.append(file=SOUL, text="# Identity\n" + " ".join(text[:12]), source="system")
     core.append(file=USER_FILE, text="# The user\n" + " ".join(text[12:24]), source="agent")
     for i in range(10):
         core.append(file=MEMORY, text=f"- fact {i}: " + " ".join(text[24 + 4 * i : 28 + 4 * i]), source="agent")

@@ -140,6 +140,28 @@ MUST_NOT_EXIST = 0
 
 
 @dataclass(frozen=True, slots=True)
+class KVWrite:
+    """One write of ``KVStore.commit``: ``value`` None deletes the key. ``expected_version`` as
+    in ``KVStore.put`` (None: unconditional; ``MUST_NOT_EXIST``: the key must not exist yet)."""
+
+    scope: Scope
+    key: str
+    value: str | None
+    expected_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CursorMove:
+    """The cursor move of ``KVStore.commit``: ``CursorStore.set``'s arguments as a value
+    (``expected`` left at ``...`` moves it unconditionally; None means "must be unset")."""
+
+    scope: Scope
+    consumer: str
+    position: int
+    expected: int | None | object = ...
+
+
+@dataclass(frozen=True, slots=True)
 class Fence:
     """A fencing token: the lease a write is made under (``memory.locks.Lease.fence``).
 
@@ -288,6 +310,32 @@ class KVStore(ABC):
     @abstractmethod
     def list(self, scope: Scope, *, prefix: str = "") -> list[KVItem]:
         """Items of the scope whose key starts with ``prefix``, sorted by key."""
+
+    @abstractmethod
+    def commit(
+        self, writes: Sequence[KVWrite], *, cursor: CursorMove | None = None, fence: Fence | None = None
+    ) -> list[KVItem | None]:
+        """Several KV writes, in any scopes, and at most one cursor move, as one atomic step.
+
+        For a writer whose result spans keys that must move together (a consolidation's core
+        memory files, their histories and its read position). In the same atomic step, and
+        before anything is written, it checks the ``fence`` (its lease may live in any scope and
+        must not be one of the written keys; FencedOut), then every write's
+        ``expected_version`` (VersionConflict for the first that does not match), then the
+        cursor's ``expected`` position (ConcurrentChange): any failure writes nothing at all.
+        Otherwise every write and the cursor move land: afterwards all are stored or, on any
+        error, none. Returns the written items in order (None for a delete; deleting a missing
+        key is no error, and with ``expected_version`` 0 it is checked like a put's). A key may
+        appear once (ValueError); values follow ``put``'s rules; an empty ``writes`` with no
+        cursor changes nothing and returns [].
+
+        The cursor is the one ``CursorStore.get``/``set`` of the same backend read and write.
+        Where the backend has transactions (SQL) readers see all of it or none of it. The file
+        backend takes the lock of every directory involved (in path order), writes a journal of
+        the step, then the files: readers may see the writes land one by one while it runs, and
+        a crash part-way is completed from the journal by the next ``commit`` on the same root,
+        or when the root is next opened (a key someone changed since the crash is left alone).
+        """
 
     def get_value(self, scope: Scope, key: str, default: str | None = None) -> str | None:
         item = self.get(scope, key)
