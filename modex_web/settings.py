@@ -211,6 +211,9 @@ MODEX_LOGIN_MAX_FAILURES = env_int("MODEX_LOGIN_MAX_FAILURES", 5, minimum=1)
 MODEX_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("MODEX_LOGIN_MAX_FAILURES_PER_ADDRESS", 30, minimum=1)
 MODEX_LOGIN_WINDOW = env_int("MODEX_LOGIN_WINDOW", 900, minimum=1)
 MODEX_LOGIN_LOCKOUT = env_int("MODEX_LOGIN_LOCKOUT", 900, minimum=1)
+# How many reverse proxies in front of the workers append to X-Forwarded-For: the client address
+# is the entry that many places from the right. 0: no proxy, the socket's own peer address.
+MODEX_TRUSTED_PROXIES = env_int("MODEX_TRUSTED_PROXIES", 0, minimum=0)
 
 # Personal API tokens expire this many days after they are made (0: never).
 MODEX_TOKEN_TTL_DAYS = env_int("MODEX_TOKEN_TTL_DAYS", 90, minimum=0)
