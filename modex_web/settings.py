@@ -216,6 +216,12 @@ MODEX_LOGIN_LOCKOUT = env_int("MODEX_LOGIN_LOCKOUT", 900, minimum=1)
 # is the entry that many places from the right. 0: no proxy, the socket's own peer address.
 MODEX_TRUSTED_PROXIES = env_int("MODEX_TRUSTED_PROXIES", 0, minimum=0)
 
+# Chat sockets (agents/chat/sockets.py), per user and worker process: open sockets, turns
+# running at once, and re-syncs of a conversation per minute (the page sends one per connect).
+MODEX_MAX_SOCKETS_PER_USER = env_int("MODEX_MAX_SOCKETS_PER_USER", 20, minimum=1)
+MODEX_MAX_TURNS_PER_USER = env_int("MODEX_MAX_TURNS_PER_USER", 3, minimum=1)
+MODEX_SYNCS_PER_MINUTE = env_int("MODEX_SYNCS_PER_MINUTE", 30, minimum=1)
+
 # Personal API tokens expire this many days after they are made (0: never).
 MODEX_TOKEN_TTL_DAYS = env_int("MODEX_TOKEN_TTL_DAYS", 90, minimum=0)
 

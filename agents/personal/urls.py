@@ -12,4 +12,5 @@ urlpatterns = [
     path("memory/<str:agent>/files/<str:file>/", memory_pages.edit_core_file, name="edit"),
     path("settings/tokens/", memory_pages.token_settings, name="tokens"),
     path("settings/tokens/<int:token_id>/revoke/", memory_pages.revoke_token, name="revoke_token"),
+    path("settings/password/", memory_pages.password_change, name="password"),
 ]

@@ -190,6 +190,7 @@
     var code = evt.detail && evt.detail.event ? evt.detail.event.code : 0;
     if (code === 4401) banner("You are signed out. Reload the page to sign in again.", "error");
     else if (code === 4404) banner("This conversation no longer exists.", "error");
+    else if (code === 4429) banner("Too many chat tabs are open; close one, then reload this page.", "error");
     else if (code === 1000 || code === 1001) banner("");
     else banner("Connection lost. Reconnecting…", "warn");
   });
