@@ -183,8 +183,8 @@ def password_change(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             user = form.save()
             update_session_auth_hash(request, user)
-            messages.success(request, "Your password was changed. Your API tokens were revoked and your other "
-                                      "sessions signed out; open chats elsewhere must be reloaded.")
+            messages.success(request, "Your password was changed: your API tokens were revoked, your other "
+                                      "sessions signed out and your open chats closed.")
             return redirect("memory:password")
         status = 422
     active = sum(t.active for t in tokens.list_tokens(user=request.user))
