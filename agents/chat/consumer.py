@@ -66,6 +66,7 @@ from agents.runtime.events import (
 )
 from agents.runtime.loop import MAX_USER_CHARS, TurnBusy, TurnRejected
 from memory.text import storable
+from memory.threads import run_blocking
 
 logger = logging.getLogger("agents.chat.service")
 
@@ -237,9 +238,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _still_allowed(self) -> bool:
         """Whether the socket may go on (sockets.still_allowed); if not, it is shut."""
-        code = await database_sync_to_async(sockets.still_allowed)(
-            user_id=self.user_id, session_key=self.session_key, conversation_id=self.conversation.pk
-        )
+        # On a store thread (memory.threads), not on the one thread all of Channels' database
+        # work shares: this read comes before every turn.
+        code = await run_blocking(sockets.still_allowed, user_id=self.user_id, session_key=self.session_key,
+                                  conversation_id=self.conversation.pk)
         if code is None:
             return True
         await self._shut(code)
@@ -297,11 +299,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self._stopping = False
         if stopped:
             await chat.asettle(session=session)
-        if self._shut_code == CLOSE_NOT_FOUND or await database_sync_to_async(chat.is_deleted)(
-                conversation_id=self.conversation.pk):
+        if self._shut_code == CLOSE_NOT_FOUND or await run_blocking(chat.is_deleted, conversation_id=self.conversation.pk):
             # Deleted while this turn was on its way (between the check above and the turn's
             # lease): what the turn wrote belongs to nobody; remove it again.
-            await database_sync_to_async(chat.purge_session)(session=session)
+            await run_blocking(chat.purge_session, session=session)
         self.outbox.put_nowait(_STOPPED if stopped else _ENDED)
 
     async def _follow_earlier_turn(self) -> None:
