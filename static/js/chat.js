@@ -146,7 +146,24 @@
     document.querySelectorAll("#meter-bar .seg").forEach(function (seg) { oldWidths[seg.id] = seg.style.width; });
   });
 
+  // "Load earlier messages" is an htmx request into the list. A re-sync (every connect sends
+  // one) replaces the list: a request still on its way then has nowhere to land (its button is
+  // gone), so it is asked again from the new list's button.
+  var earlierSource = null;
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    if (evt.target && evt.target.closest && evt.target.closest("#load-earlier")) earlierSource = evt.target;
+  });
+  document.addEventListener("htmx:afterRequest", function (evt) { if (evt.target === earlierSource) earlierSource = null; });
+
+  function retryEarlier() {
+    if (!earlierSource || document.body.contains(earlierSource)) return;
+    earlierSource = null;
+    var button = document.querySelector("#load-earlier button");
+    if (button && window.htmx) window.htmx.trigger(button, "click");
+  }
+
   chat.addEventListener("htmx:wsAfterMessage", function () {
+    retryEarlier();
     var list = messages();
     if (follow.on) scrollDown();
     else if (list && list !== follow.list) {
