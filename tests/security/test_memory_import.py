@@ -18,7 +18,7 @@ from django.core.management import CommandError, call_command
 
 from memory.compression.pruned import PrunedCatalog
 from memory.messages import Message
-from memory.scopes import AgentScope, CompositeScope, SessionScope, UserScope
+from memory.scopes import AgentScope, SessionScope, UserScope
 from memory.stores.registry import open_bundle
 from memory import transfer
 from memory.transfer import TransferError, export_scopes, import_export
@@ -139,22 +139,16 @@ def test_a_kv_key_cannot_climb_out_of_its_scope_folder(tmp_path):
     bundle, catalog = stores(tmp_path / "target", "file")
     out = genuine_export(tmp_path)
     (tmp_path / "outside.md").write_text("read me")
-    folder = out / "scopes" / ALICE.path_parts()[0]
-    meta = json.loads((folder / "kv.json").read_text()) if (folder / "kv.json").exists() else None
     folder = next(p.parent for p in out.rglob("kv.json") if (p.parent / "kv" / "USER.md").exists())
     (folder / "kv.json").write_text(json.dumps({"../../../../outside.md": {"version": 1}}))
     refused(out, bundle, catalog, "file name|not allowed|invalid")
-    assert meta is None or isinstance(meta, dict)
 
 
 def test_a_huge_first_seq_is_refused_at_once(tmp_path):
     """A first seq of 10**12 used to be counted up to, placeholder by placeholder, forever."""
     bundle, catalog = stores(tmp_path / "target", "file")
     out = genuine_export(tmp_path)
-    path = next(out.rglob("messages.jsonl"))
-    for candidate in out.rglob("messages.jsonl"):
-        if candidate.read_text().strip():
-            path = candidate
+    path = next(p for p in out.rglob("messages.jsonl") if p.read_text().strip())
     records = [json.loads(line) for line in path.read_text().splitlines()]
     for offset, record in enumerate(records):
         record["seq"] = 10**12 + offset
