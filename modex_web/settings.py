@@ -50,6 +50,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # /static/ from STATIC_ROOT (daphne serves none)
+    "modex_web.security.NoStoreMiddleware",  # Cache-Control: no-store on every rendered response
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -211,6 +212,15 @@ MODEX_LOGIN_MAX_FAILURES = env_int("MODEX_LOGIN_MAX_FAILURES", 5, minimum=1)
 MODEX_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("MODEX_LOGIN_MAX_FAILURES_PER_ADDRESS", 30, minimum=1)
 MODEX_LOGIN_WINDOW = env_int("MODEX_LOGIN_WINDOW", 900, minimum=1)
 MODEX_LOGIN_LOCKOUT = env_int("MODEX_LOGIN_LOCKOUT", 900, minimum=1)
+# How many reverse proxies in front of the workers append to X-Forwarded-For: the client address
+# is the entry that many places from the right. 0: no proxy, the socket's own peer address.
+MODEX_TRUSTED_PROXIES = env_int("MODEX_TRUSTED_PROXIES", 0, minimum=0)
+
+# Chat sockets (agents/chat/sockets.py), per user and worker process: open sockets, turns
+# running at once, and re-syncs of a conversation per minute (the page sends one per connect).
+MODEX_MAX_SOCKETS_PER_USER = env_int("MODEX_MAX_SOCKETS_PER_USER", 20, minimum=1)
+MODEX_MAX_TURNS_PER_USER = env_int("MODEX_MAX_TURNS_PER_USER", 3, minimum=1)
+MODEX_SYNCS_PER_MINUTE = env_int("MODEX_SYNCS_PER_MINUTE", 30, minimum=1)
 
 # Personal API tokens expire this many days after they are made (0: never).
 MODEX_TOKEN_TTL_DAYS = env_int("MODEX_TOKEN_TTL_DAYS", 90, minimum=0)

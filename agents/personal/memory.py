@@ -155,8 +155,12 @@ def core_memory(*, user, agent: AgentNode) -> CoreMemory:
                       user=user_id(user), hooks=services.hooks)
 
 
+STAFF_SOURCE = "staff"
+
+
 def describe_source(source: str, *, viewer, names: dict[str, str] | None = None) -> str:
-    """Who or what made a change, in words, for ``viewer`` (staff names only to staff)."""
+    """Who or what made a change, in words, for ``viewer``. Another person is named to staff
+    only; others read "staff" or "a staff member" (only staff write a file someone else reads)."""
     if source == "agent":
         return "the agent"
     if source == "dream":
@@ -173,8 +177,19 @@ def describe_source(source: str, *, viewer, names: dict[str, str] | None = None)
             return "staff"
         name = (names or {}).get(ident)
         return f"staff ({name})" if name else "staff"
+    if not getattr(viewer, "is_staff", False):
+        return "a staff member"
     name = (names or {}).get(ident)
     return f"a person ({name})" if name else f"a person (user {ident})"
+
+
+def shown_source(source: str, *, viewer) -> str:
+    """The raw source of a change as ``viewer`` may see it: another person's id is replaced by
+    ``staff`` for everyone but staff."""
+    kind, _, ident = source.partition(":")
+    if kind in ("user", "admin") and ident and ident != user_id(viewer) and not getattr(viewer, "is_staff", False):
+        return STAFF_SOURCE
+    return source
 
 
 def _names(sources) -> dict[str, str]:

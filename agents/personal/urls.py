@@ -18,4 +18,5 @@ urlpatterns = [
     path("memory/<str:agent>/forget/", memory_items.forget_everything, name="forget"),
     path("settings/tokens/", memory_pages.token_settings, name="tokens"),
     path("settings/tokens/<int:token_id>/revoke/", memory_pages.revoke_token, name="revoke_token"),
+    path("settings/password/", memory_pages.password_change, name="password"),
 ]
