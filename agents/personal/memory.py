@@ -174,7 +174,7 @@ def describe_source(source: str, *, viewer, names: dict[str, str] | None = None)
         return "you"
     if kind == "admin" or source == "admin":
         if not getattr(viewer, "is_staff", False):
-            return "staff"
+            return "a staff member"
         name = (names or {}).get(ident)
         return f"staff ({name})" if name else "staff"
     if not getattr(viewer, "is_staff", False):

@@ -67,6 +67,7 @@ def test_every_route_answers_with_no_store(services, owner, django_user_model): 
         "token_id": str(token.pk), "document_id": seeded.document.id, "object_id": str(owner.pk),
         "app_label": "agents", "content_type_id": "1", "url": "nowhere", "id": "1",
         "session_id": seeded.conversation.pk, "scope_key": seeded.session.key(), "key": "todo.json",
+        "index": "0", "version": "1", "proposal_id": "none",
     }
     people = {"owner": Client(raise_request_exception=False), "staff": Client(raise_request_exception=False)}
     people["owner"].force_login(owner)
@@ -156,6 +157,6 @@ def test_soul_history_names_staff_to_staff_only(services, owner, staff, django_u
     history = ordinary.get("/api/agents/default/core/SOUL.md/history").json()
     assert all(str(staff.pk) not in h["source"] and "staffer" not in h["who"] for h in history)
     assert any(h["source"] == "staff" and h["who"] == "a staff member" for h in history)
-    assert "a person (staffer)" in boss.get("/memory/default/").content.decode()
+    assert "staff (staffer)" in boss.get("/memory/default/").content.decode()
     staff_history = boss.get("/api/agents/default/core/SOUL.md/history").json()
-    assert any(h["source"] == f"user:{staff.pk}" for h in staff_history)
+    assert any(h["source"] == f"admin:{staff.pk}" for h in staff_history)
