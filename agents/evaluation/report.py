@@ -12,7 +12,7 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,17 +40,20 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def _interval(rows: list[dict[str, Any]], key: str, repeats: int) -> list[float | None] | None:
-    """The 95% interval of the per-repeat means of ``key`` (None with one repeat)."""
+def _interval(rows: list[dict[str, Any]], value: Callable[[dict[str, Any]], float | None], repeats: int) -> list | None:
+    """The 95% interval of the per-repeat means of ``value`` (None with one repeat)."""
     if repeats < 2:
         return None
-    means = [_mean(float(r[key]) for r in rows if r.get("repeat", 1) == n and r.get(key) is not None)
-             for n in range(1, repeats + 1)]
+    means = [_mean(value(r) for r in rows if r.get("repeat", 1) == n) for n in range(1, repeats + 1)]
     means = [m for m in means if m is not None]
     if len(means) < 2:
         return None
     _, low, high = mean_interval(means)
     return [low, high]
+
+
+def _field(name: str) -> Callable[[dict[str, Any]], float | None]:
+    return lambda row: None if row.get(name) is None else float(row[name])
 
 
 def summarize(rows: list[dict[str, Any]], setup: dict[str, Any], repeats: int = 1) -> list[dict[str, Any]]:
@@ -71,8 +74,6 @@ def summarize(rows: list[dict[str, Any]], setup: dict[str, Any], repeats: int = 
                 tier: statistics.fmean(r["tiers"].get(tier, 0.0) for r in with_evidence)
                 for tier in TIERS if with_evidence and any(tier in r["tiers"] for r in with_evidence)
             }
-            for r in judged:
-                r["judge_value"] = float(r["judge"])
             out.append(
                 {
                     "config": config,
@@ -84,14 +85,14 @@ def summarize(rows: list[dict[str, Any]], setup: dict[str, Any], repeats: int = 
                     "skip_reason": next((r["skipped"] for r in group if "skipped" in r), None),
                     "evidence_questions": len(with_evidence),
                     "in_context": _mean(r["in_context"] for r in with_evidence),
-                    "in_context_ci": _interval(with_evidence, "in_context", repeats),
+                    "in_context_ci": _interval(with_evidence, _field("in_context"), repeats),
                     "reachable": _mean(r["reachable"] for r in with_evidence),
-                    "reachable_ci": _interval(with_evidence, "reachable", repeats),
+                    "reachable_ci": _interval(with_evidence, _field("reachable"), repeats),
                     "tiers": tiers,
                     "score": _mean(r["score"] for r in answered),
-                    "score_ci": _interval(answered, "score", repeats),
-                    "judge": _mean(r["judge_value"] for r in judged),
-                    "judge_ci": _interval(judged, "judge_value", repeats),
+                    "score_ci": _interval(answered, _field("score"), repeats),
+                    "judge": _mean(float(r["judge"]) for r in judged),
+                    "judge_ci": _interval(judged, _field("judge"), repeats),
                     "judged": len(judged),
                     "errors": sum(1 for r in answered if r.get("error")),
                     "tokens_sent": _mean(r["tokens_sent"] for r in answered),
@@ -101,8 +102,6 @@ def summarize(rows: list[dict[str, Any]], setup: dict[str, Any], repeats: int = 
                     "wall_s_p95": _p(walls, 0.95),
                 }
             )
-            for r in judged:
-                del r["judge_value"]
     return out
 
 
