@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from agents.evaluation import generated_text as words
 from agents.evaluation.data import Dataset, History, Question, Session, Turn
-from agents.evaluation.generated_facts import TEMPLATES, _User
+from agents.evaluation.generated_facts import TEMPLATES, Draft
 
 CATEGORIES = ("user_fact", "people", "assistant", "temporal", "multi_hop", "update", "abstention")
 DEFAULT_SEED = 17
@@ -77,7 +77,7 @@ def generate(*, size: Size | str = "small", seed: int = DEFAULT_SEED) -> Dataset
 
 
 def _history(r: random.Random, index: int, size: Size) -> History:
-    u = _User(r, index, size)
+    u = Draft(r, index, size)
     for category in CATEGORIES:  # abstention last: it asks about people the others brought up
         for template in r.sample(TEMPLATES[category], size.per_category):
             template(u)
@@ -101,7 +101,7 @@ def _history(r: random.Random, index: int, size: Size) -> History:
     return History(id=u.key, user_name=u.name, assistant_name=None, sessions=sessions, questions=tuple(questions))
 
 
-def _session(u: _User, index: int) -> Session:
+def _session(u: Draft, index: int) -> Session:
     """The ``index``-th conversation: one to three topics talked over, with the facts placed
     there said in passing."""
     r = u.r

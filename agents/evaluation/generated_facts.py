@@ -58,7 +58,7 @@ class _Ask:
     stale: str | None = None
 
 
-class _User:
+class Draft:
     """One user's history in the making."""
 
     def __init__(self, r: random.Random, index: int, size: Size) -> None:
@@ -142,43 +142,43 @@ def _bare(value: str) -> str:
 # -- user_fact: the user about themselves ------------------------------------------------------
 
 
-def _pet(u: _User) -> None:
+def _pet(u: Draft) -> None:
     breed, pet = u.take(words.BREEDS), u.take(words.PET_NAMES)
     e = u.said(u.session(), f"We finally got a dog! She's a {breed} puppy and we've called her {pet}.")
     u.ask("user_fact", "What breed is my dog?", breed, [(e, "user")])
 
 
-def _allergy(u: _User) -> None:
+def _allergy(u: Draft) -> None:
     allergen = u.take(words.ALLERGENS)
     e = u.said(u.session(), f"Quick thing for any recipe ideas: I'm allergic to {allergen}, so leave it out.")
     u.ask("user_fact", "What am I allergic to?", allergen, [(e, "user")])
 
 
-def _instrument(u: _User) -> None:
+def _instrument(u: Draft) -> None:
     instrument = u.take(words.INSTRUMENTS)
     e = u.said(u.session(), f"I've started {instrument} lessons on Thursday evenings, my fingers hurt already.")
     u.ask("user_fact", "Which instrument am I learning to play?", instrument, [(e, "user")])
 
 
-def _job(u: _User) -> None:
+def _job(u: Draft) -> None:
     job, org = u.take(words.JOBS), u.take(words.ORGS)
     e = u.said(u.session(), f"I work as a {job} at {org}, so my weekdays are pretty packed.")
     u.ask("user_fact", "What do I do for a living?", job, [(e, "user")])
 
 
-def _signed_up(u: _User) -> None:
+def _signed_up(u: Draft) -> None:
     race = u.take(words.RACES)
     e = u.said(u.session(), f"I signed up for the {race} in the autumn. My first proper race!")
     u.ask("user_fact", "Which race did I sign up for?", race, [(e, "user")])
 
 
-def _language(u: _User) -> None:
+def _language(u: Draft) -> None:
     language = u.take(words.LANGUAGES)
     e = u.said(u.session(), f"I'm learning {language} on my lunch breaks now, twenty minutes a day.")
     u.ask("user_fact", "Which language am I learning?", language, [(e, "user")])
 
 
-def _book_club(u: _User) -> None:
+def _book_club(u: Draft) -> None:
     title, _ = u.take(words.BOOKS)
     e = u.said(u.session(), f"My book club picked {title} for next month, have you read it?")
     u.ask("user_fact", "Which book is my book club reading next?", title, [(e, "user")])
@@ -187,37 +187,37 @@ def _book_club(u: _User) -> None:
 # -- people: about the people the user talks about ---------------------------------------------
 
 
-def _their_job(u: _User) -> None:
+def _their_job(u: Draft) -> None:
     p, job, city = u.person(), u.take(words.JOBS), u.take(words.CITIES)
     e = u.said(u.session(), f"My {p.relation} {p.name} just started working as a {job} in {city}.", person=p)
     u.ask("people", f"What job did my {p.relation} just start?", job, [(e, "user")])
 
 
-def _their_hobby(u: _User) -> None:
+def _their_hobby(u: Draft) -> None:
     p, hobby = u.person(), u.take(words.HOBBIES)
     e = u.said(u.session(), f"My {p.relation} {p.name} has got really into {hobby}, {p.pron} goes every weekend now.", person=p)
     u.ask("people", f"What has my {p.relation} got into lately?", hobby, [(e, "user")])
 
 
-def _their_gift(u: _User) -> None:
+def _their_gift(u: Draft) -> None:
     p, gift = u.person(), u.take(words.GIFTS)
     e = u.said(u.session(), f"It's my {p.relation} {p.name}'s birthday soon and {p.pron} keeps hinting about {gift}.", person=p)
     u.ask("people", f"What does my {p.relation} want for {p.pos} birthday?", _bare(gift), [(e, "user")])
 
 
-def _their_business(u: _User) -> None:
+def _their_business(u: Draft) -> None:
     p, business = u.person(), u.take(words.BUSINESSES)
     e = u.said(u.session(), f"My {p.relation} {p.name} runs a little {business} near the station, it's always busy.", person=p)
     u.ask("people", f"What kind of business does my {p.relation} run?", business, [(e, "user")])
 
 
-def _their_pet(u: _User) -> None:
+def _their_pet(u: Draft) -> None:
     p, animal, pet = u.person(), u.take(words.ANIMALS), u.take(words.PET_NAMES)
     e = u.said(u.session(), f"My {p.relation} {p.name} has a {animal} called {pet}, it's ridiculous and lovely.", person=p)
     u.ask("people", f"What is the name of my {p.relation}'s {animal}?", pet, [(e, "user")])
 
 
-def _their_move(u: _User) -> None:
+def _their_move(u: Draft) -> None:
     p, city = u.person(), u.take(words.CITIES)
     e = u.said(u.session(), f"My {p.relation} {p.name} is moving to {city} in the summer.", person=p)
     u.ask("people", f"Which city is my {p.relation} moving to?", city, [(e, "user")])
@@ -226,7 +226,7 @@ def _their_move(u: _User) -> None:
 # -- assistant: what the assistant said -------------------------------------------------------
 
 
-def _book(u: _User) -> None:
+def _book(u: Draft) -> None:
     title, author = u.take(words.BOOKS)
     e = u.said(
         u.session(),
@@ -237,7 +237,7 @@ def _book(u: _User) -> None:
     u.ask("assistant", "Which book did you recommend for my flight?", title, [(e, "assistant")])
 
 
-def _dish(u: _User) -> None:
+def _dish(u: Draft) -> None:
     dish = u.take(words.DISHES)
     e = u.said(
         u.session(),
@@ -247,7 +247,7 @@ def _dish(u: _User) -> None:
     u.ask("assistant", "What dish did you suggest for my vegetarian dinner guest?", dish, [(e, "assistant")])
 
 
-def _place(u: _User) -> None:
+def _place(u: Draft) -> None:
     city, place = u.take(words.CITIES), u.take(words.PLACES)
     e = u.said(
         u.session(),
@@ -257,7 +257,7 @@ def _place(u: _User) -> None:
     u.ask("assistant", f"What did you suggest we see in {city}?", _bare(place), [(e, "assistant")])
 
 
-def _plant(u: _User) -> None:
+def _plant(u: Draft) -> None:
     plant = u.take(words.PLANTS)
     e = u.said(
         u.session(),
@@ -267,7 +267,7 @@ def _plant(u: _User) -> None:
     u.ask("assistant", "Which plant did you recommend for my bathroom?", plant, [(e, "assistant")])
 
 
-def _starter(u: _User) -> None:
+def _starter(u: Draft) -> None:
     name = u.take(words.STARTER_NAMES)
     e = u.said(
         u.session(),
@@ -277,7 +277,7 @@ def _starter(u: _User) -> None:
     u.ask("assistant", "What name did you suggest for my sourdough starter?", name, [(e, "assistant")])
 
 
-def _savings(u: _User) -> None:
+def _savings(u: Draft) -> None:
     amount = u.r.choice((60, 75, 80, 90, 120, 150))
     months = int(u.take(tuple(range(5, 19))))
     e = u.said(
@@ -292,35 +292,35 @@ def _savings(u: _User) -> None:
 # -- temporal: when ----------------------------------------------------------------------------
 
 
-def _ran(u: _User) -> None:
+def _ran(u: Draft) -> None:
     race, where = u.take(words.RACES), u.session()
     when, moment = _relative(u.r, u.dates[where])
     e = u.said(where, f"I ran the {race} {when}! My legs are still complaining.")
     u.ask("temporal", f"When did I run the {race}?", day(moment), [(e, "user")])
 
 
-def _visit(u: _User) -> None:
+def _visit(u: Draft) -> None:
     p, where = u.person(), u.session()
     when, moment = _relative(u.r, u.dates[where])
     e = u.said(where, f"My {p.relation} {p.name} came to visit {when}, we walked along the river for hours.", person=p)
     u.ask("temporal", f"When did my {p.relation} come to visit?", day(moment), [(e, "user")])
 
 
-def _appointment(u: _User) -> None:
+def _appointment(u: Draft) -> None:
     appointment, where = u.take(words.APPOINTMENTS), u.session()
     when, moment = _relative(u.r, u.dates[where])
     e = u.said(where, f"I finally had my {appointment} {when}, it went fine.")
     u.ask("temporal", f"When did I have my {appointment}?", day(moment), [(e, "user")])
 
 
-def _adopted(u: _User) -> None:
+def _adopted(u: Draft) -> None:
     animal, pet, where = u.take(words.ANIMALS), u.take(words.PET_NAMES), u.session()
     when, moment = _relative(u.r, u.dates[where])
     e = u.said(where, f"We picked up our new {animal}, {pet}, {when}. The flat is chaos.")
     u.ask("temporal", f"When did we get {pet}?", day(moment), [(e, "user")])
 
 
-def _wedding(u: _User) -> None:
+def _wedding(u: Draft) -> None:
     p, where = u.person(), u.session()
     moment = u.dates[where] + timedelta(days=u.r.randint(20, 70))
     e = u.said(where, f"My {p.relation} {p.name} is getting married on {moment:%A} {moment.day} {moment:%B}!", person=p)
@@ -337,7 +337,7 @@ _INTRODUCTIONS = (
 )
 
 
-def _hop(u: _User, later: Callable[[object], tuple[str, str, str]]) -> None:
+def _hop(u: Draft, later: Callable[[object], tuple[str, str, str]]) -> None:
     """``later(person)`` gives (what is said of the person by name, the question, the answer)."""
     p = u.person()
     first = u.session(before_last=True)
@@ -348,31 +348,31 @@ def _hop(u: _User, later: Callable[[object], tuple[str, str, str]]) -> None:
     u.ask("multi_hop", question, answer, [(a, "user"), (b, "user")])
 
 
-def _hop_pet(u: _User) -> None:
+def _hop_pet(u: Draft) -> None:
     animal, pet = u.take(words.ANIMALS), u.take(words.PET_NAMES)
     _hop(u, lambda p: (f"{p.name} just adopted a {animal} called {pet}, I've had about forty photos already.",
                        f"What is the name of my {p.relation}'s {animal}?", pet))
 
 
-def _hop_job(u: _User) -> None:
+def _hop_job(u: Draft) -> None:
     job = u.take(words.JOBS)
     _hop(u, lambda p: (f"{p.name} got the job! {p.pron.capitalize()} starts as a {job} next month.",
                        f"What job did my {p.relation} get?", job))
 
 
-def _hop_city(u: _User) -> None:
+def _hop_city(u: Draft) -> None:
     city = u.take(words.CITIES)
     _hop(u, lambda p: (f"{p.name} has decided to move to {city}, {p.pron}'s found a flat already.",
                        f"Which city is my {p.relation} moving to?", city))
 
 
-def _hop_race(u: _User) -> None:
+def _hop_race(u: Draft) -> None:
     race = u.take(words.RACES)
     _hop(u, lambda p: (f"{p.name} finished the {race} in under two hours, I'm so impressed.",
                        f"Which race did my {p.relation} finish?", race))
 
 
-def _hop_hobby(u: _User) -> None:
+def _hop_hobby(u: Draft) -> None:
     hobby = u.take(words.HOBBIES)
     _hop(u, lambda p: (f"{p.name} has taken up {hobby} and won't stop talking about it.",
                        f"What has my {p.relation} taken up?", hobby))
@@ -381,44 +381,44 @@ def _hop_hobby(u: _User) -> None:
 # -- update: said, then replaced ---------------------------------------------------------------
 
 
-def _update(u: _User, old: str, new: str, question: str, answer: str, stale: str) -> None:
+def _update(u: Draft, old: str, new: str, question: str, answer: str, stale: str) -> None:
     first = u.session(before_last=True)
     u.said(first, old)
     e = u.said(u.later(first), new)
     u.ask("update", question, answer, [(e, "user")], stale=stale)
 
 
-def _moved(u: _User) -> None:
+def _moved(u: Draft) -> None:
     a, b = u.take(words.CITIES), u.take(words.CITIES)
     _update(u, f"Living in {a} has its perks, the trams are great.", f"We've moved! We live in {b} now, boxes everywhere.",
             "Which city do I live in now?", b, a)
 
 
-def _gym(u: _User) -> None:
+def _gym(u: Draft) -> None:
     a, b = u.take(words.GYMS), u.take(words.GYMS)
     _update(u, f"I go to {a} three times a week, usually before work.",
             f"I've switched gyms, I go to {b} now because it's closer to the office.", "Which gym do I go to now?", b, a)
 
 
-def _employer(u: _User) -> None:
+def _employer(u: Draft) -> None:
     a, b = u.take(words.ORGS), u.take(words.ORGS)
     _update(u, f"Work at {a} is busy as usual.", f"Big news: I accepted an offer from {b}, I start on Monday.",
             "Where do I work now?", b, a)
 
 
-def _car(u: _User) -> None:
+def _car(u: Draft) -> None:
     a, b = u.take(words.CARS), u.take(words.CARS)
     _update(u, f"My {a} failed its inspection again, typical.", f"I finally replaced my car, I'm driving a {b} now.",
             "What car do I drive now?", b, a)
 
 
-def _cafe(u: _User) -> None:
+def _cafe(u: Draft) -> None:
     a, b = u.take(words.CAFES), u.take(words.CAFES)
     _update(u, f"My favourite cafe is {a}, I work from there on Fridays.",
             f"I've found a new favourite cafe: {b}. The coffee is so much better.", "What is my favourite cafe now?", b, a)
 
 
-def _sport(u: _User) -> None:
+def _sport(u: Draft) -> None:
     a, b = u.take(words.SPORTS), u.take(words.SPORTS)
     _update(u, f"I play {a} with some colleagues on Tuesdays.",
             f"I've switched to {b} on Tuesdays, my knees were not enjoying the old routine.",
@@ -428,7 +428,7 @@ def _sport(u: _User) -> None:
 # -- abstention: never said ---------------------------------------------------------------------
 
 
-def _never(u: _User) -> None:
+def _never(u: Draft) -> None:
     mentioned = [p for p in u.people if p.relation not in u.used]
     if not mentioned:
         mentioned = [u.person()]
@@ -439,7 +439,7 @@ def _never(u: _User) -> None:
     u.ask("abstention", template.format(rel=p.relation), None, [])
 
 
-TEMPLATES: dict[str, tuple[Callable[[_User], None], ...]] = {
+TEMPLATES: dict[str, tuple[Callable[[Draft], None], ...]] = {
     "user_fact": (_pet, _allergy, _instrument, _job, _signed_up, _language, _book_club),
     "people": (_their_job, _their_hobby, _their_gift, _their_business, _their_pet, _their_move),
     "assistant": (_book, _dish, _place, _plant, _starter, _savings),

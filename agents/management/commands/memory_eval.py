@@ -29,7 +29,6 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.evaluation.configs import CONFIG_NAMES, Budget, configs_named
-from agents.evaluation.data import DatasetError
 from agents.evaluation.datasets import dataset_slug, load_dataset
 from agents.evaluation.generated import DEFAULT_SEED, SIZES
 from agents.evaluation.pipeline import MAPPINGS
@@ -91,7 +90,7 @@ class Command(BaseCommand):
             for config in configs:
                 budget.memory_config(config)
             dataset = load_dataset(options["dataset"], size=size, seed=options["seed"]).limited(options["histories"])
-        except (ValueError, InvalidMemoryConfig) as exc:  # DatasetError is a ValueError
+        except (ValueError, InvalidMemoryConfig) as exc:  # a DatasetError is a ValueError
             raise CommandError(str(exc)) from None
         judge = self._judge(options) if options["judge"] else None
         setup = RunSetup(

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from agents.evaluation.report import FORMAT
 
-SAMPLES = Path(__file__).parent / "fixtures"
 
 
 def report(*, label: str, model: str = "modex-offline", generated_at: str = "2026-12-05 10:00 UTC",
