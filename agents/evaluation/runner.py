@@ -2,8 +2,8 @@
 pipeline (``agents.evaluation.pipeline``), resumable.
 
 Results are appended to ``answers.jsonl`` in the run directory as each question finishes, and
-the markdown and JSON reports are rewritten after each one; an interrupted run resumes from
-there (the read-in workspaces are kept until the run completes). Each repeat reads the
+the markdown and JSON reports are rewritten from it at most every ``REPORT_EVERY`` seconds and
+when the run stops, whatever stops it; an interrupted run resumes from the answers (the read-in workspaces are kept until the run completes). Each repeat reads the
 histories in again and asks every question again (a model that samples answers differently;
 the offline model the same). When full context does not fit the window, its questions are
 recorded as skipped, not as wrong. An endpoint outage (``EndpointFailed``) stops the run
@@ -33,6 +33,7 @@ __all__ = ["EndpointFailed", "EvalSetupMismatch", "Progress", "RunSetup", "arun"
 
 READY_MARK = "ingested.json"
 ANSWERS = "answers.jsonl"
+REPORT_EVERY = 5.0  # seconds between rewrites of the report while a run goes on
 
 
 class EvalSetupMismatch(Exception):
@@ -137,7 +138,7 @@ async def arun(
         spent = time.perf_counter() - started
         run.wall += spent
         run.log.append({"type": "wall", "wall_s": round(spent, 3)})
-    report = run.write()
+        report = run.write()
     if report["complete"] and not keep_workdir:
         for repeat in range(1, repeats + 1):
             shutil.rmtree(workdir / f"r{repeat}", ignore_errors=True)
@@ -159,8 +160,10 @@ class _Run:
         self.done = {(r.get("repeat", 1), r["config"], r["question"]) for r in self.rows}
         self.total = len(setup.configs) * len(setup.dataset.questions) * repeats
         self.started = 0  # questions started in this invocation (``limit`` counts these)
+        self.written = 0.0  # when the report was last written (time.monotonic)
 
     def write(self) -> dict[str, Any]:
+        self.written = time.monotonic()
         complete = len({(r.get("repeat", 1), r["config"], r["question"]) for r in self.rows}) >= self.total
         return write_report(
             out=self.out, setup=self.described, rows=self.rows, ingests=self.ingests, complete=complete,
@@ -176,7 +179,8 @@ class _Run:
     def _record(self, row: dict[str, Any], question: Question | None = None) -> None:
         self.log.append({"type": "answer", "row": row})
         self.rows.append(row)
-        self.write()
+        if time.monotonic() - self.written >= REPORT_EVERY:
+            self.write()
         if self.progress and question is not None:
             self.progress(Progress(len(self.rows), self.total, row["config"], question, row))
 
