@@ -114,13 +114,19 @@ def test_turns_keep_their_dataset_ids_and_dates(tmp_path):
 
 
 def test_with_one_conversation_cleanups_evict_evidence_and_the_tiers_say_where_it_went(tmp_path):
-    run(tmp_path, "--mapping", "single", "--configs", "session_pruned")
+    run(tmp_path, "--mapping", "single", "--configs", "session_pruned,archive,archive_core")
     data = report(tmp_path)
     assert data["ingest"]["session_pruned"]["conversations"] == 1 and data["ingest"]["session_pruned"]["cleanups"] >= 2
     found = summary(data, "session_pruned")
     assert 0 < found["in_context"] < 1
     assert set(found["tiers"]) <= {"session tail", "pruned catalog", "compact summary"} and "session tail" in found["tiers"]
     assert any("pruned catalog" in e["tiers"] for r in data["answers"] for e in r["evidence"])
+    # The archive's cleanups feed the Dream Engine, and core memory is in every answer's request.
+    core = data["ingest"]["archive_core"]
+    assert core["consolidations"] == core["cleanups"] and core["core_edits"] >= 1
+    sizes = {(r["config"], r["question"]): r["context_tokens"] for r in data["answers"]}
+    assert all(sizes[("archive_core", q)] > sizes[("archive", q)] > sizes[("session_pruned", q)]
+               for _, q in sizes)
 
 
 def test_an_interrupted_run_resumes_without_redoing_anything(tmp_path):
