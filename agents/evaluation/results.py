@@ -38,8 +38,10 @@ class Run:
 
 
 def find_runs(root: Path) -> tuple[list[Run], list[Run]]:
-    """(runs to draw, newest first; files listed but not drawn, with the reason)."""
+    """(runs to draw, newest first; files listed but not drawn, with the reason). A run kept in
+    ``root`` and still in ``runs/`` (the same file name and date) is drawn once."""
     drawn, skipped = [], []
+    seen: set[tuple[str, str]] = set()
     for folder, label in ((root, ""), (root / "runs", "runs/")):
         if not folder.is_dir():
             continue
@@ -47,6 +49,11 @@ def find_runs(root: Path) -> tuple[list[Run], list[Run]]:
             run = _read(path, label + path.name)
             if run is None:
                 continue
+            if run.problem is None:
+                key = (path.name, run.sort_key)
+                if key in seen:
+                    continue
+                seen.add(key)
             (drawn if run.problem is None else skipped).append(run)
     drawn.sort(key=lambda r: r.sort_key, reverse=True)
     return drawn, skipped

@@ -65,6 +65,8 @@ def test_only_staff_see_the_page(client, django_user_model, results):
 def test_every_run_on_disk_is_drawn_newest_first(client, staff, results):
     (results / "memory_eval-committed.json").write_text(json.dumps(report(label="committed run", generated_at="2026-12-01 09:00 UTC")))
     (results / "runs" / "memory_eval-new.json").write_text(json.dumps(report(label="a new run", model="qwen2.5-7b")))
+    # a run kept on purpose and still in runs/: drawn once
+    (results / "runs" / "memory_eval-committed.json").write_text(json.dumps(report(label="committed run", generated_at="2026-12-01 09:00 UTC")))
     (results / "latest.json").write_text(json.dumps({"workloads": []}))  # make bench's: not ours, ignored
     (results / "runs" / "memory_eval-broken.json").write_text('{"format": ')
     (results / "memory_eval-old.json").write_text(json.dumps({"setup": {}, "summary": []}))
