@@ -32,11 +32,11 @@ def _make_runs(root: Path) -> None:
 
 class ResultsPage(LiveBrowserCase):
     bot_yml = CHAT_BOT_YML
-    _results = Path(tempfile.mkdtemp(prefix="modex-eval-results-")) / "results"
-    server_env = {"MODEX_EVAL_RESULTS": str(_results)}
 
     @classmethod
     def setUpClass(cls):
+        cls._results = Path(tempfile.mkdtemp(prefix="modex-eval-results-")) / "results"
+        cls.server_env = {"MODEX_EVAL_RESULTS": str(cls._results)}
         _make_runs(cls._results)
         super().setUpClass()
 
