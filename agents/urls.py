@@ -8,4 +8,5 @@ urlpatterns = [
     path("", include("agents.chat.urls")),
     path("", include("agents.personal.urls")),
     path("", include("agents.proposals.urls")),
+    path("", include("agents.evaluation.urls")),
 ]

@@ -39,7 +39,7 @@ def staff_required(view):
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
         if not request.user.is_staff:
-            raise PermissionDenied("The scope editor is for staff users.")
+            raise PermissionDenied("This page is for staff users.")
         return view(request, *args, **kwargs)
 
     return wrapper

@@ -26,6 +26,8 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 MODEX_WORKSPACE = env_path("MODEX_WORKSPACE", BASE_DIR / "workspace", base=BASE_DIR)
 private_workspace(MODEX_WORKSPACE)
 MODEX_SCOPES_FILE = env_path("MODEX_SCOPES_FILE", BASE_DIR / "config" / "scopes" / "bot.yml", base=BASE_DIR)
+# Recall benchmark results (manage.py memory_eval writes new runs to runs/; /evaluation/ shows them).
+MODEX_EVAL_RESULTS = env_path("MODEX_EVAL_RESULTS", BASE_DIR / "benchmarks" / "results", base=BASE_DIR)
 
 SECRET_KEY = secret_key(debug=DEBUG, workspace=MODEX_WORKSPACE)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
