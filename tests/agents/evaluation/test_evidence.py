@@ -61,7 +61,7 @@ def test_the_message_itself_is_found_by_id_in_the_session_tail():
 
 @pytest.mark.parametrize(
     ("name", "tier"),
-    [("core memory", "core memory"), ("archive summaries", "archive section"), ("pruned catalog", "pruned catalog"),
+    [("core memory", "core memory"), ("archive", "archive section"), ("pruned catalog", "pruned catalog"),
      ("experiences", "experience"), ("recalled today", "other sections")],
 )
 def test_a_section_is_attributed_by_its_name(name, tier):
@@ -79,7 +79,7 @@ def test_a_compact_summary_is_its_own_tier_and_other_messages_are_not_read_as_te
 
 def test_tool_outputs_and_later_requests_make_it_reachable_not_in_context():
     tools = sight_of_tools([("archive_search", f"[2023-04-08] Nadia: {SAID.text}"), ("pruned_lookup", PHOTO.text)])
-    later = sight_of_context(context(sections=[section("archive summaries", PHOTO.text)]))
+    later = sight_of_context(context(sections=[section("archive", PHOTO.text)]))
     found = locate([SAID, PHOTO, SHORT], first=sight_of_context(context()), later=[later, tools])
     assert [(f.in_context, f.reachable) for f in found] == [(False, True), (False, True), (False, False)]
     assert found[0].tiers == ("archive tools",)
