@@ -205,6 +205,7 @@ MODEX_RUNTIME_HOOKS = env_list(
         "agents.runtime.cleanup.install",
         "agents.experience.hook.install",
         "agents.tasks.install_long_term_session",
+        "agents.archiving.install",
     ],
 )
 
@@ -239,7 +240,7 @@ MODEX_TASK_STALE_AFTER = env_float("MODEX_TASK_STALE_AFTER", MODEX_TASK_LEASE_TT
 MODEX_EMBEDDINGS = (env_str("MODEX_EMBEDDINGS", "offline") or "offline").strip().lower()
 if MODEX_EMBEDDINGS not in ("offline", "off"):
     raise ImproperlyConfigured(f"MODEX_EMBEDDINGS={MODEX_EMBEDDINGS!r} must be 'offline' or 'off'.")
-MODEX_RECALL_MIN_SIMILARITY = env_float("MODEX_RECALL_MIN_SIMILARITY", 0.5, minimum=-1.0)
+MODEX_RECALL_MIN_SIMILARITY = env_float("MODEX_RECALL_MIN_SIMILARITY", 0.25, minimum=-1.0)
 MODEX_RECALL_CACHE_MESSAGES = env_int("MODEX_RECALL_CACHE_MESSAGES", 300_000, minimum=1000)
 MODEX_ARCHIVE_IDLE_MINUTES = env_float("MODEX_ARCHIVE_IDLE_MINUTES", 30.0, minimum=0.0)
 

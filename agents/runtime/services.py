@@ -80,7 +80,7 @@ def retrieval_from_settings(archive) -> Retrieval:
         archive=archive,
         embedder=embedder,
         local_embedding=local,
-        min_similarity=float(getattr(settings, "MODEX_RECALL_MIN_SIMILARITY", 0.5)),
+        min_similarity=float(getattr(settings, "MODEX_RECALL_MIN_SIMILARITY", 0.25)),
         max_messages=int(getattr(settings, "MODEX_RECALL_CACHE_MESSAGES", 300_000)),
     )
 
