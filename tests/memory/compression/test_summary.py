@@ -115,7 +115,6 @@ FAILURES = {
     "whitespace": answering("  \n\t "),
     "error-text": answering("Error: the model is overloaded, please retry later."),
     "no-headings": answering("Sure! Here is a summary: the user wanted flights."),
-    "some-headings": answering("## Goal\n- flights\n## Decisions\n- B"),
     "not-text": answering(None),
 }
 
