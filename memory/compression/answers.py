@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from memory.compression.summary_input import SECTIONS
+from memory.compression.summary_input import GUIDE, SECTIONS
 
 #: Names a model may use for each section (lower case, words separated by one space).
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -115,7 +115,7 @@ def parse_sections(text: str) -> dict[str, str]:
             continue
         if current is not None:
             current.append(line.rstrip())
-    return {name: "\n".join(bodies[name]).strip() for name in SECTIONS if name in bodies}
+    return {name: without_repeats("\n".join(bodies[name])) for name in SECTIONS if name in bodies}
 
 
 def render_sections(sections: dict[str, str]) -> str:
@@ -127,9 +127,32 @@ _NOT_AN_ANSWER = re.compile(
     r"^\W*(?:error\b|i['’]?m sorry|sorry,|i cannot|i can['’]t|as an ai\b|unable to|request failed|internal server error)",
     re.IGNORECASE,
 )
+# The transcript or the prompt said back: "[23] user · 18 May 2023 ...", "<transcript>", the guide.
+_ECHO = re.compile(
+    r"^\s*(?:\[\d+\]\s*(?:user|assistant|tool|system)\b|</?(?:transcript|previous_summary|partial_summary)\b|"
+    r"what goes where\b|fill in this template\b|now fill in\b)",
+    re.IGNORECASE,
+)
 
 
 def usable_body(text: str) -> bool:
-    """Whether a one-section answer can stand as that section (not empty, not an error text)."""
+    """Whether an answer can stand as (part of) a summary: not empty, not an error text or a
+    refusal, not the transcript or the prompt said back."""
     stripped = text.strip()
-    return bool(stripped) and not _NOT_AN_ANSWER.match(stripped)
+    if not stripped or _NOT_AN_ANSWER.match(stripped) or _ECHO.match(stripped):
+        return False
+    lowered = " ".join(stripped.lower().split())
+    return not any(guide.lower() in lowered for guide in GUIDE.values())  # our question, said back
+
+
+def without_repeats(body: str) -> str:
+    """``body`` with every line that repeats an earlier one left out (a small model's loop)."""
+    seen: set[str] = set()
+    kept = []
+    for line in body.splitlines():
+        key = " ".join(line.split()).lower()
+        if key and key in seen:
+            continue
+        seen.add(key)
+        kept.append(line)
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()

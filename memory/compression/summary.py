@@ -5,9 +5,8 @@ list of chat messages (``{"role", "content"}`` dicts: one system instruction, on
 and returning the answer text. agents/ adapts any ChatModel to it; tests pass a function.
 
 ``compose_summary`` never raises because of the summarizer. A call that raises (429, 500, a
-network error), times out, or answers with nothing usable (empty, whitespace, an error text,
-anything in which not one section can be found) is retried a bounded number of times with a
-small backoff; if it still fails, a deterministic fallback summary is built from the messages
+network error), times out, or answers with nothing usable (empty, whitespace, an error text or
+a refusal, the prompt said back) is retried a bounded number of times with a small backoff; if it still fails, a deterministic fallback summary is built from the messages
 themselves (``memory.compression.fallback``), marked as such, and still carrying the previous
 summary. So a failing model never wipes a session and never causes a retry storm: at most
 ``(chunks + merges) x attempts`` calls, plus one per missing section, and the first exhausted
@@ -16,7 +15,10 @@ call stops the model path.
 Small models write some sections, not all (``memory.compression.answers`` reads whatever form
 they use, JSON included). A partial answer is used: each missing section is asked for alone,
 once, as a follow-up (``section_prompt``), and what is still missing is built from the messages
-(``fallback.filled_section``). Whatever the model wrote, every user statement of fact or
+(``fallback.filled_section``). An answer with no section at all (the smallest models chat on or
+continue the transcript) is not retried: each section is asked as one short question on the
+same material (``single_section_prompt``), and only if none of those is usable does the
+fallback run. Whatever the model wrote, every user statement of fact or
 preference it did not already say is added to "Facts learned", dated, with its seq, and so are
 the previous summary's facts it dropped: a fact stays in the summary until the budget pushes
 it out (to the pruned catalog and the archive, where it always is). The header dates what was
@@ -60,6 +62,7 @@ from memory.compression.summary_input import (
     merge_prompt,
     plan_chunks,
     section_prompt,
+    single_section_prompt,
     serialize_message,
     shorten_prompt,
     summary_prompt,
@@ -116,6 +119,7 @@ class SummaryOutcome:
     calls: int  # summarizer calls made, retries included
     prompts: tuple[ChatPrompt, ...] = field(default=(), repr=False)  # every prompt sent, in order
     shortened: str | None = None  # None (fit at once), REASKED or CUT_BY_SECTION
+    model_sections: tuple[str, ...] = ()  # the sections the model wrote (the others were built)
 
 
 REASKED = "re-asked"  # the first answer was over the budget; the re-asked one fit
@@ -137,8 +141,9 @@ def summary_budget(config: MemoryConfig) -> int:
 
 # -- calling the summarizer -------------------------------------------------------------------
 
-def clean_answer(raw: Any) -> str:
-    """The usable summary text in ``raw`` (at least one section found), or raise InvalidAnswer."""
+def clean_reply(raw: Any) -> str:
+    """The text of an answer that can be used at all: not empty, not an error text or a refusal,
+    not the prompt said back (it may still lack every section). Raises InvalidAnswer."""
     if not isinstance(raw, str):
         raw = getattr(raw, "content", raw)
     if not isinstance(raw, str):
@@ -148,10 +153,21 @@ def clean_answer(raw: Any) -> str:
         text = text[len(SUMMARY_PREFIX) :].strip()
     if not text:
         raise InvalidAnswer("the summarizer returned an empty answer")
-    if not parse_sections(text):
-        shown = " ".join(text.split())[:80]
-        raise InvalidAnswer(f"the answer has none of the sections {', '.join(SECTIONS)} (it began: {shown!r})")
+    if not usable_body(text):
+        raise InvalidAnswer(f"the answer is not a summary (it began: {_shown(text)!r})")
     return text
+
+
+def clean_answer(raw: Any) -> str:
+    """The usable summary text in ``raw`` (at least one section found), or raise InvalidAnswer."""
+    text = clean_reply(raw)
+    if not parse_sections(text):
+        raise InvalidAnswer(f"the answer has none of the sections {', '.join(SECTIONS)} (it began: {_shown(text)!r})")
+    return text
+
+
+def _shown(text: str) -> str:
+    return " ".join(text.split())[:80]
 
 
 def _is_async(fn: Any) -> bool:
@@ -207,6 +223,10 @@ class _Caller:
     async def __call__(self, prompt: ChatPrompt) -> str:
         """A summary answer (``clean_answer``), with the bounded retries."""
         return await self._attempts(prompt, self.options.max_retries + 1, clean_answer)
+
+    async def reply(self, prompt: ChatPrompt) -> str:
+        """Any usable answer (``clean_reply``: sections or not), with the bounded retries."""
+        return await self._attempts(prompt, self.options.max_retries + 1, clean_reply)
 
     async def once(self, prompt: ChatPrompt) -> str:
         """One attempt, no retry, any text accepted (a follow-up for one section)."""
@@ -305,6 +325,7 @@ async def compose_summary(
                 for i, chunk in enumerate(chunks, 1)
             ]
             answer, shortened, prompt = await _merge(caller, parts, previous=previous_text, options=options, window=window)
+        sections, from_model = await _completed(caller, prompt, answer, material=material, options=options)
     except SummarizerFailed as exc:
         body = fallback_body(history=history, previous_text=previous_text, reason=exc.reason, max_tokens=budget)
         return SummaryOutcome(
@@ -314,7 +335,6 @@ async def compose_summary(
             calls=caller.calls,
             prompts=tuple(caller.prompts),
         )
-    sections = await _completed(caller, prompt, answer, material=material, options=options)
     # A whole answer that needed nothing added is kept exactly as the model wrote it.
     body = answer if sections == parse_sections(answer) and len(sections) == len(SECTIONS) else render_sections(sections)
     if tok.count_text(body) > budget:
@@ -326,26 +346,39 @@ async def compose_summary(
         calls=caller.calls,
         prompts=tuple(caller.prompts),
         shortened=shortened,
+        model_sections=from_model,
     )
 
 
 async def _completed(
     caller: _Caller, prompt: ChatPrompt, answer: str, *, material: Material, options: SummaryOptions
-) -> dict[str, str]:
-    """Every section: the model's, then each missing one asked for alone (once, stopping at the
-    first failed call), then the rest built from the messages; and the facts the model left out."""
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Every section, and the names of those the model wrote.
+
+    The model's sections first. A partial answer: each missing section asked for alone as a
+    follow-up (once, stopping at the first failed call). An answer without any section (the
+    template was not followed): each section asked as one short question on the same material,
+    stopping at the first failed call or unusable reply; if none comes, SummarizerFailed (the
+    fallback). Then the rest built from the messages, and the facts the model left out."""
     sections = parse_sections(answer)
-    missing = [name for name in SECTIONS if name not in sections]
-    if options.ask_missing_sections:
-        for name in missing:
+    if not sections:
+        sections = await _section_by_section(caller, prompt, options=options)
+        if not sections:
+            raise SummarizerFailed(
+                f"the answer has none of the sections {', '.join(SECTIONS)} (it began: {_shown(answer)!r}), and no "
+                "section asked for alone was usable",
+                calls=caller.calls,
+            )
+    elif options.ask_missing_sections:
+        for name in [name for name in SECTIONS if name not in sections]:
             try:
                 reply = await caller.once(section_prompt(prompt, answer, name, max_tokens=options.max_tokens))
             except SummarizerFailed:
                 break  # the model is failing now: do not ask it again and again
-            found = parse_sections(reply)
-            body = found.get(name) if found else strip_fence(reply)
-            if body and usable_body(body):
+            body = _section_body(reply, name)
+            if body is not None:
                 sections[name] = body
+    from_model = tuple(name for name in SECTIONS if name in sections)
     for name in SECTIONS:
         if name not in sections:
             sections[name] = filled_section(name, material, beside=render_sections(sections))
@@ -355,7 +388,28 @@ async def _completed(
             if extra:
                 kept = "" if written.strip().lower() in ("- none", "none", "- (none)") else written
                 sections[name] = "\n".join(part for part in (kept, *extra) if part)
+    return sections, from_model
+
+
+async def _section_by_section(caller: _Caller, prompt: ChatPrompt, *, options: SummaryOptions) -> dict[str, str]:
+    sections: dict[str, str] = {}
+    for name in SECTIONS:
+        try:
+            reply = await caller.once(single_section_prompt(prompt, name, max_tokens=options.max_tokens))
+        except SummarizerFailed:
+            break
+        body = _section_body(reply, name)
+        if body is None:
+            break  # an error text, a refusal, the transcript said back: the model is not helping
+        sections[name] = body
     return sections
+
+
+def _section_body(reply: str, name: str) -> str | None:
+    """The body of section ``name`` in a reply that was asked for it alone, or None."""
+    found = parse_sections(reply)
+    body = found.get(name) if found else strip_fence(reply)
+    return body if body and usable_body(body) else None
 
 
 async def _within_budget(caller: _Caller, prompt: ChatPrompt, budget: int) -> tuple[str, str | None]:
@@ -363,10 +417,10 @@ async def _within_budget(caller: _Caller, prompt: ChatPrompt, budget: int) -> tu
 
     Returns the answer (still over the budget when the re-ask did not help: the caller fits it
     by section) and how it was shortened."""
-    first = await caller(prompt)
+    first = await caller.reply(prompt)
     used = tok.count_text(first)
-    if used <= budget:
-        return first, None
+    if used <= budget or not parse_sections(first):
+        return first, None  # within budget, or not a summary to shorten (asked section by section)
     try:
         second: str | None = await caller(shorten_prompt(prompt, first, used=used, budget=budget))
     except SummarizerFailed:
@@ -410,6 +464,7 @@ __all__ = [
     "SummaryOptions",
     "SummaryOutcome",
     "clean_answer",
+    "clean_reply",
     "compose_summary",
     "fit_sections",
     "fallback_body",

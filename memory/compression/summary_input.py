@@ -10,7 +10,9 @@ session written before lone surrogates were replaced at the store still summariz
 The prompt is a template to fill in, the form small models (135M-8B) follow best: the six
 headings in order, a line on what goes under each, short bullets. An answer that fills only
 some of them is used as it is; ``section_prompt`` then asks for one missing section at a time,
-as a follow-up to the same conversation (a server's prompt cache reuses the transcript).
+as a follow-up to the same conversation (a server's prompt cache reuses the transcript). A
+model that answers without filling in the template at all (the smallest ones chat on, or
+continue the transcript) is asked one short question per section (``single_section_prompt``).
 """
 
 from __future__ import annotations
@@ -146,6 +148,8 @@ def plan_chunks(messages: Sequence[Message], *, chunk_tokens: int, max_chunks: i
     return chunks
 
 
+_FILL_IN = "\n\nNow fill in the template."
+
 #: What goes under each section, one line each (the template's guide).
 GUIDE = {
     "Goal": "what the user wants overall",
@@ -186,7 +190,7 @@ def summary_prompt(chunk: str, *, previous: str | None, part: tuple[int, int], m
         body.append(f"<previous_summary>\n{previous}\n</previous_summary>")
     label = f' part="{part[0]} of {part[1]}"' if part[1] > 1 else ""
     body.append(f"<transcript{label}>\n{chunk}\n</transcript>")
-    body.append("Now fill in the template.")
+    body.append(_FILL_IN.strip())
     return [
         {"role": "system", "content": _instructions(max_tokens, merge=False)},
         {"role": "user", "content": "\n\n".join(body)},
@@ -198,7 +202,7 @@ def merge_prompt(parts: Sequence[str], *, previous: str | None, max_tokens: int)
     if previous:
         body.append(f"<previous_summary>\n{previous}\n</previous_summary>")
     body += [f'<partial_summary part="{i}">\n{text}\n</partial_summary>' for i, text in enumerate(parts, 1)]
-    body.append("Now fill in the template.")
+    body.append(_FILL_IN.strip())
     return [
         {"role": "system", "content": _instructions(max_tokens, merge=True)},
         {"role": "user", "content": "\n\n".join(body)},
@@ -217,6 +221,28 @@ def section_prompt(prompt: ChatPrompt, answer: str, name: str, *, max_tokens: in
             "role": "user",
             "content": f"Now write only the \"{name}\" section: {GUIDE[name]}. Answer with short lines starting "
             f"with \"- \" (or \"- none\"), at most {max(32, max_tokens // 4)} tokens, nothing else.",
+        },
+    ]
+
+
+_SECTION_SYSTEM = (
+    "You read the earlier part of a conversation between a user and an AI assistant, and answer one "
+    "question about it. Messages are marked with their date and time (UTC)."
+)
+
+
+def single_section_prompt(prompt: ChatPrompt, name: str, *, max_tokens: int) -> ChatPrompt:
+    """One section asked for on its own, for a model that did not fill in the template: the same
+    material as ``prompt`` (the transcript, the previous summary) and one short question after it.
+    Every section's prompt starts the same way, so a server's prompt cache reuses the material."""
+    material = prompt[-1]["content"].removesuffix(_FILL_IN).rstrip()
+    return [
+        {"role": "system", "content": _SECTION_SYSTEM},
+        {
+            "role": "user",
+            "content": f"{material}\n\nWrite the \"{name}\" of this conversation: {GUIDE[name]}. Answer with "
+            f"short lines starting with \"- \" (or \"- none\"), at most {max(32, max_tokens // 4)} tokens, "
+            "nothing else.",
         },
     ]
 

@@ -42,11 +42,11 @@ DAYS = ["8 May 2023", "9 May 2023", "10 May 2023", "11 May 2023", "12 May 2023",
 FILLER = "Tell me more about {topic}. Explain how it works in practice."
 
 
-def dated_conversation(*, tail_turns: int = 6) -> list[Message]:
+def dated_conversation(*, tail_turns: int = 6, facts: list[str] = FACTS) -> list[Message]:
     """8 turns with one planted fact each (one day apart, from 8 May 2023), a tool chain in
     some, then ``tail_turns`` turns of plain chatter that the cleanup keeps."""
     out: list[Message] = []
-    for i, fact in enumerate(FACTS):
+    for i, fact in enumerate(facts):
         when = MAY_8 + timedelta(days=i)
         topic = f"topic {i}"
         out.append(Message(role="user", content=f"{FILLER.format(topic=topic)} {fact}", created_at=when))
@@ -202,6 +202,56 @@ def test_each_missing_section_is_asked_for_alone_and_the_rest_built_from_the_mes
     assert "- seq " in sections["Reasoning trail"] and "web_search ×3" in sections["Tool results that matter"]
 
 
+class Chatty:
+    """Answers the template with chatter (as SmolLM2-135M did), then each question with ``replies``."""
+
+    def __init__(self, *replies: str | Exception) -> None:
+        self.replies = list(replies)
+        self.prompts: list[list[dict[str, str]]] = []
+
+    def __call__(self, messages: list[dict[str, str]]) -> str:
+        self.prompts.append(messages)
+        if len(self.prompts) == 1:
+            return "I'm glad to hear that you've enjoyed exploring these topics! Let me know if you need more."
+        reply = self.replies[min(len(self.prompts) - 2, len(self.replies) - 1)]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+def test_a_model_that_ignores_the_template_is_asked_one_short_question_per_section() -> None:
+    from memory.compression.summary_input import single_section_prompt
+
+    history = stored(dated_conversation(tail_turns=0))
+    model = Chatty("- On 8 May 2023 the user asked about topic 0.")
+    outcome = compose(model, history)
+    assert not outcome.fallback and outcome.calls == 1 + len(SECTIONS) and outcome.model_sections == SECTIONS
+    assert model.prompts[1] == single_section_prompt(model.prompts[0], "Goal", max_tokens=1024)
+    # Every question starts with the same system message and material: a prompt cache reuses it.
+    material = model.prompts[0][1]["content"].removesuffix("\n\nNow fill in the template.")
+    assert all(p[0] == model.prompts[1][0] and p[1]["content"].startswith(material) for p in model.prompts[1:])
+    assert [p[1]["content"].rsplit("Write the ", 1)[1].split('"')[1] for p in model.prompts[1:]] == list(SECTIONS)
+    sections = parse_sections(outcome.content.split("\n\n", 1)[1])
+    assert sections["Goal"] == "- On 8 May 2023 the user asked about topic 0."
+    assert all(fact in sections["Facts learned"] for fact in FACTS)  # the facts it did not say, added
+
+
+def test_questions_stop_at_the_first_useless_reply_and_what_was_written_is_kept() -> None:
+    history = stored(dated_conversation(tail_turns=0))
+    model = Chatty("- learn the topics", "- explain in practice", "[3] user · 8 May 2023 09:30: Tell me more")
+    outcome = compose(model, history)
+    assert not outcome.fallback and outcome.calls == 4 and outcome.model_sections == ("Goal", "Decisions")
+    sections = parse_sections(outcome.content.split("\n\n", 1)[1])
+    assert "[3] user" not in outcome.content and "- seq " in sections["Reasoning trail"]
+
+
+def test_a_model_that_answers_no_question_usefully_gets_the_fallback() -> None:
+    model = Chatty("I'm sorry, I can't help with that.")
+    outcome = compose(model, stored(dated_conversation(tail_turns=0)))
+    assert outcome.fallback and outcome.calls == 2 and "no section asked for alone was usable" in outcome.error
+    assert all(fact in outcome.content for fact in FACTS)
+
+
 def test_a_json_answer_is_read_section_by_section() -> None:
     history = stored(dated_conversation(tail_turns=0))
     answer = (
@@ -286,3 +336,14 @@ def test_no_follow_ups_when_they_are_switched_off() -> None:
     model = SmallModel(PARTIAL)
     outcome = compose(model, stored(dated_conversation(tail_turns=0)), ask_missing_sections=False)
     assert outcome.calls == 1 and all(f"## {name}" in outcome.content for name in SECTIONS)
+
+
+def test_a_small_model_looping_or_saying_the_question_back_is_not_kept() -> None:
+    # Seen from SmolLM2-135M: the same line over and over, and the question said back.
+    loop = "\n".join(["- [x] Provide a list of the possible answers."] * 12 + ["- [x] Ask the user."])
+    model = Chatty(loop, "This is the Open tasks section. What is still to do?")
+    outcome = compose(model, stored(dated_conversation(tail_turns=0)))
+    sections = parse_sections(outcome.content.split("\n\n", 1)[1])
+    assert outcome.model_sections == ("Goal",)  # the echo stopped the questions
+    assert sections["Goal"] == "- [x] Provide a list of the possible answers.\n- [x] Ask the user."
+    assert "What is still to do" not in outcome.content

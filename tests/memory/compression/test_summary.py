@@ -114,7 +114,8 @@ FAILURES = {
     "empty": answering(""),
     "whitespace": answering("  \n\t "),
     "error-text": answering("Error: the model is overloaded, please retry later."),
-    "no-headings": answering("Sure! Here is a summary: the user wanted flights."),
+    "refusal": answering("I'm sorry, but I can't summarize this conversation."),
+    "echo": answering("[3] user · 2 Dec 2026 10:00:03:\nPlease find the cheapest flight"),
     "not-text": answering(None),
 }
 
