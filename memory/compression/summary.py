@@ -5,20 +5,21 @@ list of chat messages (``{"role", "content"}`` dicts: one system instruction, on
 and returning the answer text. agents/ adapts any ChatModel to it; tests pass a function.
 
 ``compose_summary`` never raises because of the summarizer. A call that raises (429, 500, a
-network error), times out, or answers with nothing usable (empty, whitespace, an error text or
-a refusal, the prompt said back) is retried a bounded number of times with a small backoff; if it still fails, a deterministic fallback summary is built from the messages
-themselves (``memory.compression.fallback``), marked as such, and still carrying the previous
-summary. So a failing model never wipes a session and never causes a retry storm: at most
-``(chunks + merges) x attempts`` calls, plus one per missing section, and the first exhausted
-call stops the model path.
+network error) or times out is retried a bounded number of times with a small backoff; if it
+still fails, a deterministic fallback summary is built from the messages themselves
+(``memory.compression.fallback``), marked as such, and still carrying the previous summary.
+An answer with nothing usable in it (empty, an error text or a refusal, the prompt said back)
+is not asked again as it was: see below. So a failing model never wipes a session and never
+causes a retry storm: at most ``(chunks + merges) x attempts`` calls, plus one per section, and
+the first exhausted call stops the model path.
 
 Small models write some sections, not all (``memory.compression.answers`` reads whatever form
 they use, JSON included). A partial answer is used: each missing section is asked for alone,
 once, as a follow-up (``section_prompt``), and what is still missing is built from the messages
-(``fallback.filled_section``). An answer with no section at all (the smallest models chat on or
-continue the transcript) is not retried: each section is asked as one short question on the
-same material (``single_section_prompt``), and only if none of those is usable does the
-fallback run. Whatever the model wrote, every user statement of fact or
+(``fallback.filled_section``). An answer with no section at all, or a useless one (the smallest models chat on, continue
+the transcript, or say the prompt back), is not retried: each section is asked as one short
+question on the same material (``single_section_prompt``), and only if none of those is usable
+does the fallback run. Errors and timeouts are retried, and then fall back at once. Whatever the model wrote, every user statement of fact or
 preference it did not already say is added to "Facts learned", dated, with its seq, and so are
 the previous summary's facts it dropped: a fact stays in the summary until the budget pushes
 it out (to the pruned catalog and the archive, where it always is). The header dates what was
@@ -86,10 +87,11 @@ class Summarizer(Protocol):
 class SummarizerFailed(Exception):
     """A summarizer call failed on every attempt; ``reason`` says how, for the fallback heading."""
 
-    def __init__(self, reason: str, *, calls: int) -> None:
+    def __init__(self, reason: str, *, calls: int, answered: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.calls = calls
+        self.answered = answered  # the model answered, uselessly (not an error or a timeout)
 
 
 class InvalidAnswer(ValueError):
@@ -225,14 +227,18 @@ class _Caller:
         return await self._attempts(prompt, self.options.max_retries + 1, clean_answer)
 
     async def reply(self, prompt: ChatPrompt) -> str:
-        """Any usable answer (``clean_reply``: sections or not), with the bounded retries."""
-        return await self._attempts(prompt, self.options.max_retries + 1, clean_reply)
+        """Any usable answer (``clean_reply``: sections or not). Errors and timeouts are retried;
+        a useless answer is not (asking a small model the same again gets the same): it raises
+        SummarizerFailed with ``answered`` at once."""
+        return await self._attempts(prompt, self.options.max_retries + 1, clean_reply, retry_useless=False)
 
     async def once(self, prompt: ChatPrompt) -> str:
         """One attempt, no retry, any text accepted (a follow-up for one section)."""
         return await self._attempts(prompt, 1, _text)
 
-    async def _attempts(self, prompt: ChatPrompt, attempts: int, clean: Callable[[Any], str]) -> str:
+    async def _attempts(
+        self, prompt: ChatPrompt, attempts: int, clean: Callable[[Any], str], *, retry_useless: bool = True
+    ) -> str:
         reason = "no attempt made"
         for attempt in range(attempts):
             if attempt:
@@ -245,6 +251,8 @@ class _Caller:
                 reason = f"timed out after {self.options.timeout:g}s"
             except InvalidAnswer as exc:
                 reason = str(exc)
+                if not retry_useless:
+                    raise SummarizerFailed(reason, calls=self.calls, answered=True) from None
             except Exception as exc:  # any provider error: 429, 500, connection reset, ...
                 reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         raise SummarizerFailed(f"{reason} ({attempts} attempt{'s' if attempts > 1 else ''})", calls=self.calls)
@@ -311,11 +319,17 @@ async def compose_summary(
     caller = _Caller(summarizer, options, sleep)
     header = _header(history, cleanup_at)
     budget = options.max_tokens
+    useless: str | None = None  # why the first answer could not be used at all
     try:
         if len(chunks) <= 1:
             only = chunks[0] if chunks else ""
             prompt = summary_prompt(only, previous=previous_text, part=(1, 1), max_tokens=budget)
-            answer, shortened = await _within_budget(caller, prompt, budget)
+            try:
+                answer, shortened = await _within_budget(caller, prompt, budget)
+            except SummarizerFailed as exc:
+                if not exc.answered:
+                    raise  # the endpoint is failing: no questions, the fallback
+                answer, shortened, useless = "", None, exc.reason  # ask section by section
         else:
             parts = [
                 fit_sections(
@@ -325,7 +339,9 @@ async def compose_summary(
                 for i, chunk in enumerate(chunks, 1)
             ]
             answer, shortened, prompt = await _merge(caller, parts, previous=previous_text, options=options, window=window)
-        sections, from_model = await _completed(caller, prompt, answer, material=material, options=options)
+        sections, from_model = await _completed(
+            caller, prompt, answer, material=material, options=options, useless=useless
+        )
     except SummarizerFailed as exc:
         body = fallback_body(history=history, previous_text=previous_text, reason=exc.reason, max_tokens=budget)
         return SummaryOutcome(
@@ -351,7 +367,13 @@ async def compose_summary(
 
 
 async def _completed(
-    caller: _Caller, prompt: ChatPrompt, answer: str, *, material: Material, options: SummaryOptions
+    caller: _Caller,
+    prompt: ChatPrompt,
+    answer: str,
+    *,
+    material: Material,
+    options: SummaryOptions,
+    useless: str | None = None,
 ) -> tuple[dict[str, str], tuple[str, ...]]:
     """Every section, and the names of those the model wrote.
 
@@ -364,11 +386,8 @@ async def _completed(
     if not sections:
         sections = await _section_by_section(caller, prompt, options=options)
         if not sections:
-            raise SummarizerFailed(
-                f"the answer has none of the sections {', '.join(SECTIONS)} (it began: {_shown(answer)!r}), and no "
-                "section asked for alone was usable",
-                calls=caller.calls,
-            )
+            said = useless or f"the answer has none of the sections (it began: {_shown(answer)!r})"
+            raise SummarizerFailed(f"{said}, and no section asked for alone was usable", calls=caller.calls)
     elif options.ask_missing_sections:
         for name in [name for name in SECTIONS if name not in sections]:
             try:

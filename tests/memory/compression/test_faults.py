@@ -76,12 +76,14 @@ def test_a_failing_summarizer_gives_a_fallback_and_bounded_calls(bundle, session
     result = cleanup(
         bundle, session, catalog, summarizer=model, summary_options=SummaryOptions(max_tokens=200, timeout=0.05)
     )
-    assert result.committed and result.fallback_summary and model.calls == 3
+    # An endpoint error is retried; a useless answer gets one short question instead.
+    calls = 3 if behaviour in ("429", "500", "timeout") else 2
+    assert result.committed and result.fallback_summary and model.calls == calls
     summary = bundle.messages.read(session)[0]
     assert "Fallback summary (the summarizer failed:" in summary.content
     conserved(bundle, session, catalog, appended)
     # The next turn does not retry the failed model in a loop: the session is under the threshold.
-    assert cleanup(bundle, session, catalog, summarizer=model).status is CleanupStatus.SKIPPED and model.calls == 3
+    assert cleanup(bundle, session, catalog, summarizer=model).status is CleanupStatus.SKIPPED and model.calls == calls
 
 
 # -- a crash after each step ------------------------------------------------------------------
