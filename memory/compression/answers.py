@@ -124,7 +124,8 @@ def render_sections(sections: dict[str, str]) -> str:
 
 
 _NOT_AN_ANSWER = re.compile(
-    r"^\W*(?:error\b|i['’]?m sorry|sorry,|i cannot|i can['’]t|as an ai\b|unable to|request failed|internal server error)",
+    r"^\W*(?:error\b|i['’]?m sorry|sorry,|i cannot|i can['’]t|as an ai\b|unable to|request failed|"
+    r"internal server error)",
     re.IGNORECASE,
 )
 # The transcript or the prompt said back: "[23] user · 18 May 2023 ...", "<transcript>", the guide.

@@ -166,7 +166,9 @@ def fit_sections(text: str, budget: int, *, note: str | None = None, protect: st
     pieces = split_sections(text) or [("", text)]
     for current_note in (note, None):
         cuts = [_Cut(heading, body, keep_first=not heading) for heading, body in pieces]
-        protected = {i for i, (heading, _) in enumerate(pieces) if protect and heading.lstrip("#* ").startswith(protect)}
+        protected = {
+            i for i, (heading, _) in enumerate(pieces) if protect and heading.lstrip("#* ").startswith(protect)
+        }
         result = _fit(cuts, budget, current_note, protected)
         if result is not None:
             return result

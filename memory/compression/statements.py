@@ -2,7 +2,8 @@
 
 * ``user_statements``: every sentence in which the user states a fact (about themselves, the
   people, places and plans they talk about) or a preference, with its date and seq: in the
-  first person or with a preference word anywhere, and any plain statement in a short message. The compact summary keeps each one, whatever the model wrote (``ledger_line``).
+  first person or with a preference word anywhere, and any plain statement in a short message.
+  The compact summary keeps each one, whatever the model wrote (``ledger_line``).
 * ``decisions`` and ``open_tasks``: sentences that say something was decided, or is still to do.
 
 These are plain rules over sentences, not language understanding: a sentence qualifies by its
@@ -27,7 +28,9 @@ from memory.text import storable
 
 _SPLIT = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+")
 # A piece ending like this did not end a sentence: "1." of a list, "e.g.", an initial.
-_NOT_AN_END = re.compile(r"(?:^|\s|\()(?:\d{1,3}|[A-Za-z]|e\.g|i\.e|etc|vs|Mr|Mrs|Ms|Dr|St|No|approx)\.$", re.IGNORECASE)
+_NOT_AN_END = re.compile(
+    r"(?:^|\s|\()(?:\d{1,3}|[A-Za-z]|e\.g|i\.e|etc|vs|Mr|Mrs|Ms|Dr|St|No|approx)\.$", re.IGNORECASE
+)
 # What must not end an excerpt: a list number, a bullet, an open bracket or checkbox, a colon,
 # a conjunction or article (the item it opened was cut away).
 _DANGLING = re.compile(
@@ -177,7 +180,8 @@ _STOP = frozenset(
 
 
 def _content_words(text: str) -> list[str]:
-    return [w for w in (m.group().lower().strip("'’-") for m in _WORD.finditer(text)) if len(w) >= 3 and w not in _STOP]
+    words = (m.group().lower().strip("'’-") for m in _WORD.finditer(text))
+    return [w for w in words if len(w) >= 3 and w not in _STOP]
 
 
 def _salient(text: str) -> list[str]:

@@ -16,14 +16,15 @@ the first exhausted call stops the model path.
 Small models write some sections, not all (``memory.compression.answers`` reads whatever form
 they use, JSON included). A partial answer is used: each missing section is asked for alone,
 once, as a follow-up (``section_prompt``), and what is still missing is built from the messages
-(``fallback.filled_section``). An answer with no section at all, or a useless one (the smallest models chat on, continue
-the transcript, or say the prompt back), is not retried: each section is asked as one short
-question on the same material (``single_section_prompt``), and only if none of those is usable
-does the fallback run. Errors and timeouts are retried, and then fall back at once. Whatever the model wrote, every user statement of fact or
-preference it did not already say is added to "Facts learned", dated, with its seq, and so are
-the previous summary's facts it dropped: a fact stays in the summary until the budget pushes
-it out (to the pruned catalog and the archive, where it always is). The header dates what was
-summarized ("Earlier history from 8 May 2023 to 12 May 2023, seq 1–40").
+(``fallback.filled_section``). An answer with no section at all, or a useless one (the smallest
+models chat on, continue the transcript, or say the prompt back), is not retried: each section
+is asked as one short question on the same material (``single_section_prompt``), and only if
+none of those is usable does the fallback run. Errors and timeouts are retried, and then fall
+back at once. Whatever the model wrote, every user statement of fact or preference it did not
+already say is added to "Facts learned", dated, with its seq, and so are the previous summary's
+facts it dropped: a fact stays in the summary until the budget pushes it out (to the pruned
+catalog and the archive, where it always is). The header dates what was summarized ("Earlier
+history from 8 May 2023 to 12 May 2023, seq 1–40").
 
 An answer longer than the budget is never cut from its end (that silently lost the last
 sections: reasoning trail, open tasks, tool results). The final call is re-asked once with the
@@ -338,7 +339,9 @@ async def compose_summary(
                 )
                 for i, chunk in enumerate(chunks, 1)
             ]
-            answer, shortened, prompt = await _merge(caller, parts, previous=previous_text, options=options, window=window)
+            answer, shortened, prompt = await _merge(
+                caller, parts, previous=previous_text, options=options, window=window
+            )
         sections, from_model = await _completed(
             caller, prompt, answer, material=material, options=options, useless=useless
         )
@@ -352,7 +355,8 @@ async def compose_summary(
             prompts=tuple(caller.prompts),
         )
     # A whole answer that needed nothing added is kept exactly as the model wrote it.
-    body = answer if sections == parse_sections(answer) and len(sections) == len(SECTIONS) else render_sections(sections)
+    whole = sections == parse_sections(answer) and len(sections) == len(SECTIONS)
+    body = answer if whole else render_sections(sections)
     if tok.count_text(body) > budget:
         body, shortened = fit_sections(body, budget, note=shortened_note(budget)), CUT_BY_SECTION
     return SummaryOutcome(
