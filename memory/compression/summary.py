@@ -235,7 +235,7 @@ class _Caller:
 
     async def once(self, prompt: ChatPrompt) -> str:
         """One attempt, no retry, any text accepted (a follow-up for one section)."""
-        return await self._attempts(prompt, 1, _text)
+        return await self._attempts(prompt, 1, _text, retry_useless=False)
 
     async def _attempts(
         self, prompt: ChatPrompt, attempts: int, clean: Callable[[Any], str], *, retry_useless: bool = True
@@ -384,8 +384,8 @@ async def _completed(
     The model's sections first. A partial answer: each missing section asked for alone as a
     follow-up (once, stopping at the first failed call). An answer without any section (the
     template was not followed): each section asked as one short question on the same material,
-    stopping at the first failed call or unusable reply; if none comes, SummarizerFailed (the
-    fallback). Then the rest built from the messages, and the facts the model left out."""
+    stopping at the first failed call or at two useless replies in a row; if none comes,
+    SummarizerFailed (the fallback). Then the rest built from the messages, and the facts the model left out."""
     sections = parse_sections(answer)
     if not sections:
         sections = await _section_by_section(caller, prompt, options=options)
@@ -404,26 +404,40 @@ async def _completed(
     from_model = tuple(name for name in SECTIONS if name in sections)
     for name in SECTIONS:
         if name not in sections:
-            sections[name] = filled_section(name, material, beside=render_sections(sections))
+            sections[name] = filled_section(name, material)
         elif name == "Facts learned":
+            # Only the model's facts count as saying a fact: one mentioned elsewhere (in the goal,
+            # say) is still listed here, with its date.
             written = sections[name]
-            extra = facts_lines(material, beside="\n".join(sections.values()), carry=False)
+            extra = facts_lines(material, beside=written, carry=False)
             if extra:
                 kept = "" if written.strip().lower() in ("- none", "none", "- (none)") else written
                 sections[name] = "\n".join(part for part in (kept, *extra) if part)
     return sections, from_model
 
 
+#: Useless replies in a row (an error text, a refusal, the transcript said back) that end the
+#: questions: one may be a small model's bad draw, two mean it is not helping.
+USELESS_IN_A_ROW = 2
+
+
 async def _section_by_section(caller: _Caller, prompt: ChatPrompt, *, options: SummaryOptions) -> dict[str, str]:
     sections: dict[str, str] = {}
+    useless = 0
     for name in SECTIONS:
         try:
             reply = await caller.once(single_section_prompt(prompt, name, max_tokens=options.max_tokens))
-        except SummarizerFailed:
-            break
+        except SummarizerFailed as exc:
+            if not exc.answered:
+                break  # the endpoint is failing: no more questions
+            reply = ""
         body = _section_body(reply, name)
         if body is None:
-            break  # an error text, a refusal, the transcript said back: the model is not helping
+            useless += 1
+            if useless >= USELESS_IN_A_ROW:
+                break
+            continue
+        useless = 0
         sections[name] = body
     return sections
 

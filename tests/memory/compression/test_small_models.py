@@ -236,11 +236,13 @@ def test_a_model_that_ignores_the_template_is_asked_one_short_question_per_secti
     assert all(fact in sections["Facts learned"] for fact in FACTS)  # the facts it did not say, added
 
 
-def test_questions_stop_at_the_first_useless_reply_and_what_was_written_is_kept() -> None:
+def test_questions_stop_at_two_useless_replies_in_a_row_and_what_was_written_is_kept() -> None:
     history = stored(dated_conversation(tail_turns=0))
-    model = Chatty("- learn the topics", "- explain in practice", "[3] user · 8 May 2023 09:30: Tell me more")
+    echo = "[3] user · 8 May 2023 09:30: Tell me more"
+    model = Chatty("- learn the topics", echo, "- explain in practice", echo)  # the last reply repeats
     outcome = compose(model, history)
-    assert not outcome.fallback and outcome.calls == 4 and outcome.model_sections == ("Goal", "Decisions")
+    # Goal, a useless reply (one is forgiven), Facts learned, then two useless ones: stop.
+    assert not outcome.fallback and outcome.calls == 1 + 5 and outcome.model_sections == ("Goal", "Facts learned")
     sections = parse_sections(outcome.content.split("\n\n", 1)[1])
     assert "[3] user" not in outcome.content and "- seq " in sections["Reasoning trail"]
 
@@ -248,7 +250,7 @@ def test_questions_stop_at_the_first_useless_reply_and_what_was_written_is_kept(
 def test_a_model_that_answers_no_question_usefully_gets_the_fallback() -> None:
     model = Chatty("I'm sorry, I can't help with that.")
     outcome = compose(model, stored(dated_conversation(tail_turns=0)))
-    assert outcome.fallback and outcome.calls == 2 and "no section asked for alone was usable" in outcome.error
+    assert outcome.fallback and outcome.calls == 1 + 2 and "no section asked for alone was usable" in outcome.error
     assert all(fact in outcome.content for fact in FACTS)
 
 
@@ -344,6 +346,6 @@ def test_a_small_model_looping_or_saying_the_question_back_is_not_kept() -> None
     model = Chatty(loop, "This is the Open tasks section. What is still to do?")
     outcome = compose(model, stored(dated_conversation(tail_turns=0)))
     sections = parse_sections(outcome.content.split("\n\n", 1)[1])
-    assert outcome.model_sections == ("Goal",)  # the echo stopped the questions
+    assert outcome.model_sections == ("Goal",) and outcome.calls == 4  # two echoes stopped the questions
     assert sections["Goal"] == "- [x] Provide a list of the possible answers.\n- [x] Ask the user."
     assert "What is still to do" not in outcome.content
