@@ -45,8 +45,9 @@ bench:
 	.venv-bench/bin/python -m benchmarks.run $(BENCH_ARGS)
 
 # Recall benchmark (manage.py memory_eval, README "Recall benchmark"): the offline model on the small
-# dataset, or the OPENAI_BASE_URL model on the full one; results in benchmarks/results/memory_eval-*.
-# EVAL_ARGS="--size medium --configs archive,archive_core --judge" passes options through.
+# generated dataset (CI), or the OPENAI_BASE_URL model on the full one. New runs go to the git-ignored
+# benchmarks/results/runs/ (shown at /evaluation/); nothing tracked is modified.
+# EVAL_ARGS="--dataset locomo:PATH --mapping single --judge --repeats 3" passes options through.
 eval:
 	@bash scripts/bootstrap.sh requirements-dev.txt
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py memory_eval $(EVAL_ARGS)

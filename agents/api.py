@@ -192,7 +192,8 @@ def write_core_file(request, agent: str, file: str, payload: CoreFileIn):
             summary="Who changed a core memory file, newest first")
 def core_file_history(request, agent: str, file: str):
     view = _core_call(lambda: user_memory.read_core_file(user=request.auth, agent=agent, file=file))
-    return [{"version": h.change.version, "at": h.change.at, "source": h.change.source, "who": h.who,
+    return [{"version": h.change.version, "at": h.change.at,
+             "source": user_memory.shown_source(h.change.source, viewer=request.auth), "who": h.who,
              "action": h.change.action, "tokens": h.change.tokens, "detail": h.change.detail} for h in view.history]
 
 
@@ -211,7 +212,10 @@ def list_experiences(request, agent: str):
 
 @router.get("/scopes", response=ScopeTreeOut, tags=["scopes"], summary="The declaration's agent tree and memory switches")
 def read_scopes(request):
-    return scope_tree.read_tree(path=settings.MODEX_SCOPES_FILE)
+    tree = scope_tree.read_tree(path=settings.MODEX_SCOPES_FILE)
+    if not request.auth.is_staff:
+        tree["file"] = None  # where the declaration lives on the server is for staff
+    return tree
 
 
 @router.put("/scopes", response={200: ScopeUpdateOut, 403: Error, 409: ScopeUpdateOut, 422: Error | ScopeUpdateOut,

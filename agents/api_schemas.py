@@ -164,7 +164,7 @@ class ProblemOut(Schema):
 
 
 class ScopeTreeOut(Schema):
-    file: str
+    file: str | None = Field(None, description="The declaration's path on the server (staff only; null for others)")
     sha256: str
     pending_restart: bool
     problems: list[ProblemOut]

@@ -16,13 +16,10 @@ class AgentsConfig(AppConfig):
         # find the process's stores through this provider.
         inspection.set_provider(inspection_source)
 
-        from django.contrib.auth import get_user_model
-        from django.db.models.signals import post_save
+        # A password change, sign-out or deactivation revokes tokens and closes chat sockets.
+        from agents.personal import revocation
 
-        from agents.personal.tokens import revoke_tokens_on_password_change
-
-        post_save.connect(revoke_tokens_on_password_change, sender=get_user_model(),
-                          dispatch_uid="modex-revoke-tokens-on-password-change")
+        revocation.connect()
         install_capabilities()
 
 

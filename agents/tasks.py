@@ -101,13 +101,15 @@ def task_environment(environment: TaskEnvironment) -> Iterator[TaskEnvironment]:
             _installed.remove(environment)
 
 
+#: The Dream Engine asks for JSON; servers that offer JSON mode are asked to keep to it.
+DREAM_RESPONSE_FORMAT = {"type": "json_object"}
+
+
 def dream_engine(*, services: MemoryServices, clock: Callable[[], datetime] = utcnow) -> DreamEngine:
-    """The Dream Engine over ``services``: their stores, hooks and chat model."""
+    """The Dream Engine over ``services``: their stores, hooks and chat model (in JSON mode)."""
     options = DreamOptions(lease_ttl=float(getattr(settings, "MODEX_TASK_LEASE_TTL", 600.0)))
-    return DreamEngine(
-        bundle=services.bundle, model=as_text_completion(services.model), hooks=services.hooks, clock=clock,
-        options=options,
-    )
+    model = as_text_completion(services.model, response_format=DREAM_RESPONSE_FORMAT)
+    return DreamEngine(bundle=services.bundle, model=model, hooks=services.hooks, clock=clock, options=options)
 
 
 def _long_term(agent: Any) -> bool:
@@ -139,6 +141,9 @@ async def consolidate_core_memory(agent: str, user: str, mode: str = Consolidati
         "cursor": result.cursor,
         "error": result.error,
         "next_attempt_at": result.next_attempt_at.isoformat() if result.next_attempt_at else None,
+        "run_id": result.run_id,
+        "proposals": list(result.proposals),
+        "warnings": list(result.warnings),
     }
 
 

@@ -17,13 +17,16 @@ def home(request: HttpRequest) -> HttpResponse:
     from agents.chat import service as chat
 
     services = chat.services()
+    staff = request.user.is_staff
     context = {
         "agents": chat.main_agents(),
         "conversations": chat.list_conversations(user=request.user)[:8],
         "offline": services.offline,
-        "model": services.model.describe(),
+        # Where the model is served and where the state lives are the operator's business:
+        # staff see them, everyone else the model's name only.
+        "model": services.model.describe() if staff else getattr(services.model, "name", "model"),
         "backend": services.bundle.backend,
-        "workspace": settings.MODEX_WORKSPACE,
+        "workspace": settings.MODEX_WORKSPACE if staff else None,
     }
     return render(request, "home.html", context)
 
@@ -36,7 +39,7 @@ def staff_required(view):
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
         if not request.user.is_staff:
-            raise PermissionDenied("The scope editor is for staff users.")
+            raise PermissionDenied("This page is for staff users.")
         return view(request, *args, **kwargs)
 
     return wrapper

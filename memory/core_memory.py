@@ -8,33 +8,59 @@ file           scope (KV key = the file name)                  injected as
 ``MEMORY.md``  ``CompositeScope(agent, user)``: facts per user  ``<known_facts>``
 =============  ==============================================  =====================
 
+**Who may write what.** A file is written only by someone with authority over every person who
+reads it. USER.md and MEMORY.md are one user's own: the agent talking to that user, the Dream
+Engine consolidating that user's archive and the user may change them. SOUL.md is shared: every
+user of the agent reads it in every turn, so it is written only by staff (sources ``admin``,
+``admin:<id>``) or the operator (``system``); a write to it from anyone else (the agent, the
+Dream Engine, a user) raises ``SharedScopeWrite``, and those writers *propose* the change
+instead (``propose``; ``memory.core_proposals``), which staff accept or reject. The source is
+the writer's identity: only edges that checked staff rights pass an ``admin`` source.
+
 Every write goes through the KVStore with ``expected_version``, so an edit made meanwhile (by
 the agent's tool, the Dream Engine, or the user in the inspection page) is never silently
 overwritten: the loser gets ``CoreMemoryConflict`` and can re-read and retry. ``append`` retries
 its compare-and-set by itself, because appending commutes. Each file has a token cap checked
-before anything is written (``CoreMemoryFull``). Every change dispatches CORE_MEMORY_UPDATED
-and adds an entry to the file's change history (KV key ``<file>.history``, JSON lines, capped).
-Control characters (NUL, other C0 controls but tab/newline/CR) are dropped from written text,
-and lone surrogates become U+FFFD (``memory.text.storable``).
+before anything is written (``CoreMemoryFull``). A change commits three keys at once
+(``KVStore.commit``): the file, its change history (``<file>.history``, JSON lines, capped; the
+newest entries keep the whole text, for diffs and restoring a version) and its line ledger
+(``<file>.lines``: where each line came from, ``memory.core_lines``). Then CORE_MEMORY_UPDATED is
+dispatched. Control characters (NUL, other C0 controls but tab/newline/CR) are dropped from
+written text, CRLF and CR become LF, and lone surrogates become U+FFFD (``memory.text.storable``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import re
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
+from memory import core_proposals as proposals
 from memory.config import MemoryConfig
+from memory.core_lines import LINES_SUFFIX, LineLedger, LineSource, clean_text, normalize_line
+from memory.core_proposals import Proposal, ProposalDecided
+from memory.core_values import (  # noqa: F401 - re-exported: the public surface of core memory
+    CoreChange,
+    CoreFileState,
+    CoreMemoryConflict,
+    CoreMemoryDisabled,
+    CoreMemoryEditError,
+    CoreMemoryError,
+    CoreMemoryFull,
+    InvalidSource,
+    Origin,
+    SharedScopeWrite,
+    StagedWrite,
+    UnknownCoreFile,
+)
 from memory.hooks import CoreMemoryUpdated, MemoryHookDispatcher, MemoryHookPoint
 from memory.messages import utcnow
 from memory.scopes import AgentScope, CompositeScope, Scope, UserScope, validate_id
-from memory.stores.base import MUST_NOT_EXIST, KVStore, VersionConflict
-from memory.text import storable
+from memory.stores.base import MUST_NOT_EXIST, KVItem, KVStore, KVWrite, VersionConflict
 from memory.tokens import count_text
 
 logger = logging.getLogger("memory.core_memory")
@@ -50,6 +76,13 @@ DEFAULT_CAPS: Mapping[str, int] = {SOUL: 1500, USER: 1500, MEMORY: 3000}
 #: Changes kept per file in ``<file>.history``.
 DEFAULT_HISTORY_LIMIT = 50
 HISTORY_SUFFIX = ".history"
+#: Whole texts kept in the history, newest first, up to this many characters in all (older
+#: entries keep their one-line detail only: they can be read, not restored).
+HISTORY_TEXT_CHARS = 120_000
+#: Files whose scope every user of the agent shares: written only by staff or the operator.
+SHARED_FILES = frozenset({SOUL})
+#: Change sources that hold authority over every user of an agent.
+AUTHORITY_SOURCES = frozenset({"admin", "system"})
 
 _APPEND_ATTEMPTS = 20
 _APPEND_BACKOFF_CAP = 0.05  # seconds
@@ -57,102 +90,7 @@ _DETAIL_CHARS = 160
 # NUL and the other C0 controls (tab, newline, CR aside) cannot be stored portably (the KV
 # stores refuse NUL) and are illegal in the XML the files are injected as; they never carry
 # meaning in markdown, so writes drop them instead of failing.
-_CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _SOURCE_RE = re.compile(r"agent|dream|system|admin|(?:user|admin):(?P<user>.+)")
-
-
-# -- errors -----------------------------------------------------------------------------------
-
-
-class CoreMemoryError(Exception):
-    """Base of the core memory errors; every message says what to do next."""
-
-
-class CoreMemoryDisabled(CoreMemoryError):
-    """Core memory is switched off for this agent (``core_enabled`` is false)."""
-
-
-class UnknownCoreFile(CoreMemoryError, ValueError):
-    """A file name other than SOUL.md, USER.md, MEMORY.md."""
-
-
-class InvalidSource(CoreMemoryError, ValueError):
-    """A change source other than ``agent``, ``dream``, ``system``, ``admin``, ``user:<id>``, ``admin:<id>``."""
-
-
-class CoreMemoryEditError(CoreMemoryError, ValueError):
-    """An edit that cannot apply: the text to replace is missing or ambiguous, or empty."""
-
-
-class CoreMemoryConflict(CoreMemoryError):
-    """The file changed since the caller read it; nothing was written. Re-read and retry."""
-
-    def __init__(self, file: str, *, expected: int | None, actual: int | None) -> None:
-        super().__init__(
-            f"{file} was changed meanwhile (you edited version {expected}, it is now version {actual}); "
-            "nothing was written. Read it again and re-apply your edit to the current text."
-        )
-        self.file = file
-        self.expected = expected
-        self.actual = actual
-
-
-class CoreMemoryFull(CoreMemoryError):
-    """The write would take the file over its token cap; nothing was written."""
-
-    def __init__(self, file: str, *, tokens: int, cap: int) -> None:
-        super().__init__(
-            f"{file} would be {tokens} tokens, over its cap of {cap} tokens; nothing was written. "
-            f"Make room first: merge or remove outdated entries (replace or rewrite) so the result "
-            f"stays within {cap} tokens, then retry."
-        )
-        self.file = file
-        self.tokens = tokens
-        self.cap = cap
-
-
-# -- values -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CoreFileState:
-    """One core memory file as read. ``version`` is 0 when the file was never written."""
-
-    file: str
-    scope: Scope
-    text: str
-    version: int
-    tokens: int
-    cap: int
-    updated_at: datetime | None
-
-    @property
-    def exists(self) -> bool:
-        return self.version > 0
-
-
-@dataclass(frozen=True, slots=True)
-class CoreChange:
-    """One entry of a file's change history: who changed it, how, and when."""
-
-    version: int
-    source: str
-    action: str  # "append" | "replace" | "rewrite"
-    at: datetime
-    tokens: int  # the file's size after the change
-    detail: str  # a short excerpt of what was written
-
-    def to_json(self) -> str:
-        """One JSON line (the history's storage format)."""
-        data = {"version": self.version, "source": self.source, "action": self.action}
-        data.update(at=self.at.isoformat(), tokens=self.tokens, detail=self.detail)
-        return json.dumps(data, ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, line: str) -> CoreChange:
-        data = json.loads(line)
-        version, tokens, at = int(data["version"]), int(data["tokens"]), datetime.fromisoformat(data["at"])
-        return cls(version, str(data["source"]), str(data["action"]), at, tokens, str(data.get("detail", "")))
 
 
 def check_file(file: str) -> str:
@@ -199,10 +137,20 @@ def _backoff(attempt: int) -> None:
         time.sleep(random.uniform(0, min(_APPEND_BACKOFF_CAP, 0.001 * 2**attempt)))
 
 
-def clean_text(text: str) -> str:
-    """``text`` without the control characters core memory files never hold, made storable
-    (lone surrogates, which a model's JSON can produce, become U+FFFD)."""
-    return storable(_CONTROL_RE.sub("", text))
+def is_shared(file: str) -> bool:
+    """Whether every user of the agent reads ``file`` (SOUL.md)."""
+    return check_file(file) in SHARED_FILES
+
+
+def has_authority(source: str) -> bool:
+    """Whether the writer ``source`` holds authority over every user of an agent (staff, the
+    operator), and so may write a shared file."""
+    return source in AUTHORITY_SOURCES or source.startswith("admin:")
+
+
+def is_person(source: str) -> bool:
+    """A person editing by hand (a user, staff): their removals are remembered as removals."""
+    return source.startswith(("user:", "admin:")) or source == "admin"
 
 
 def _detail(text: str) -> str:
@@ -254,6 +202,14 @@ class CoreMemory:
         self._history_limit = history_limit
         self._clock = clock
 
+    @property
+    def agent(self) -> str:
+        return self._agent
+
+    @property
+    def user(self) -> str:
+        return self._user
+
     # -- reads --------------------------------------------------------------------------------
 
     def scope(self, *, file: str) -> Scope:
@@ -279,27 +235,24 @@ class CoreMemory:
     def history(self, *, file: str) -> list[CoreChange]:
         """The file's recent changes, oldest first (at most ``history_limit``)."""
         item = self._kv.get(self.scope(file=file), file + HISTORY_SUFFIX)
-        if item is None:
-            return []
-        changes = []
-        for line in item.value.splitlines():
-            try:
-                changes.append(CoreChange.from_json(line))
-            except (ValueError, KeyError, TypeError):
-                continue  # one damaged line must not hide the rest of the history
-        # Concurrent writers may record their lines out of order; versions are the real order.
-        return sorted(changes, key=lambda change: change.version)
+        return _parse_history(item.value if item else "")
+
+    def ledger(self, *, file: str) -> LineLedger:
+        """Where each line of ``file`` came from, and what people removed from it."""
+        item = self._kv.get(self.scope(file=file), file + LINES_SUFFIX)
+        return LineLedger.from_json(item.value if item else None)
 
     # -- writes -------------------------------------------------------------------------------
 
-    def append(self, *, file: str, text: str, source: str) -> CoreFileState:
+    def append(self, *, file: str, text: str, source: str, origin: Origin | None = None) -> CoreFileState:
         """Add ``text`` as new line(s) at the end of the file.
 
         Appends commute, so a concurrent change is handled by re-reading and re-applying
         (bounded; after that CoreMemoryConflict). Raises CoreMemoryFull if the result would
-        exceed the cap, CoreMemoryEditError if ``text`` is blank.
+        exceed the cap, CoreMemoryEditError if ``text`` is blank, SharedScopeWrite for a shared
+        file written without authority.
         """
-        check_source(source)
+        self._check_writer(file, source)
         addition = clean_text(text).strip("\n") if isinstance(text, str) else ""
         if not addition.strip():
             raise CoreMemoryEditError(f"nothing to append to {file}: the text is empty")
@@ -310,13 +263,21 @@ class CoreMemory:
             if base and not base.endswith("\n"):
                 base += "\n"
             try:
-                return self._write(current, base + addition + "\n", source=source, action="append", detail=addition)
+                return self._write(current, base + addition + "\n", source=source, action="append",
+                                   detail=addition, origin=origin)
             except CoreMemoryConflict:
                 current = self.read(file=file)
         raise CoreMemoryConflict(file, expected=current.version, actual=self.read(file=file).version)
 
     def replace(
-        self, *, file: str, old: str, new: str, source: str, expected_version: int | None = None
+        self,
+        *,
+        file: str,
+        old: str,
+        new: str,
+        source: str,
+        expected_version: int | None = None,
+        origin: Origin | None = None,
     ) -> CoreFileState:
         """Replace the one occurrence of ``old`` with ``new`` (``new=""`` removes it).
 
@@ -325,7 +286,7 @@ class CoreMemory:
         version just read. Either way a change made meanwhile raises CoreMemoryConflict rather
         than being overwritten.
         """
-        check_source(source)
+        self._check_writer(file, source)
         if not isinstance(old, str) or not clean_text(old):
             raise CoreMemoryEditError(f"say which text of {file} to replace: 'old' is empty")
         if not isinstance(new, str):
@@ -344,22 +305,134 @@ class CoreMemory:
                 "surrounding text so it matches exactly once"
             )
         detail = f"{_detail(old)} → {_detail(new)}" if new else f"removed: {_detail(old)}"
-        return self._write(current, current.text.replace(old, new, 1), source=source, action="replace", detail=detail)
+        return self._write(current, current.text.replace(old, new, 1), source=source, action="replace",
+                           detail=detail, origin=origin)
 
-    def rewrite(self, *, file: str, text: str, source: str, expected_version: int) -> CoreFileState:
+    def rewrite(
+        self, *, file: str, text: str, source: str, expected_version: int, origin: Origin | None = None,
+        action: str = "rewrite",
+    ) -> CoreFileState:
         """Replace the whole file with ``text``, only if it is still at ``expected_version``.
 
         Use version 0 (``MUST_NOT_EXIST``) for a file never written. The version is required:
         rewriting blind is exactly the silent overwrite compare-and-set exists to prevent.
         """
-        check_source(source)
+        self._check_writer(file, source)
         if not isinstance(text, str):
             raise CoreMemoryEditError("the new text must be text")
         current = self._read_expecting(file, expected_version)
         text = clean_text(text)
-        return self._write(current, text, source=source, action="rewrite", detail=text)
+        return self._write(current, text, source=source, action=action, detail=text, origin=origin)
+
+    def restore(self, *, file: str, version: int, source: str, expected_version: int) -> CoreFileState:
+        """Make ``file`` read as it did at ``version`` again (a new version; nothing is lost).
+        Raises CoreMemoryEditError when that version's text is no longer kept."""
+        kept = next((c for c in self.history(file=file) if c.version == version), None)
+        if kept is None or kept.text is None:
+            raise CoreMemoryEditError(
+                f"version {version} of {file} is no longer kept in its history; pick a newer version"
+            )
+        return self.rewrite(file=file, text=kept.text, source=source, expected_version=expected_version,
+                            action="restore")
+
+    def forget(self, *, file: str, source: str, expected_version: int) -> CoreFileState:
+        """Empty ``file`` and forget where its lines came from; what was said before now stays
+        out (the Dream Engine re-adds only statements made afterwards)."""
+        self._check_writer(file, source)
+        current = self._read_expecting(file, expected_version)
+        ledger = self.ledger(file=file).cleared(at=self._clock())
+        staged = self._stage(current, "", source=source, action="forget", detail="forgot every line",
+                             origin=None, ledger=ledger)
+        return self._commit_staged(staged, current)
+
+    def propose(
+        self, *, file: str, action: str, text: str = "", old: str = "", source: str, origin: Origin | None = None
+    ) -> Proposal:
+        """Record a change to a shared file (SOUL.md) for staff to accept or reject, instead of
+        writing it (``memory.core_proposals``). Returns the Proposal; an identical pending or
+        rejected one is returned as it is, not recorded twice. Raises ProposalLimit when too many
+        wait, ValueError for a change that is not one."""
+        check_source(source)
+        if not is_shared(file):
+            raise ValueError(f"{file} belongs to this user: write it, do not propose it")
+        proposal = proposals.draft(agent=self._agent, user=self._user, file=file, action=action, text=text,
+                                   old=old, source=source, origin=origin or Origin(),
+                                   base_version=self.read(file=file).version, now=self._clock())
+        recorded, write = proposals.staged_write(kv=self._kv, proposal=proposal)
+        if write is None:
+            return recorded
+        [item] = self._kv.commit([write])
+        return replace(recorded, version=item.version)
+
+    def accept(self, *, proposal: Proposal, source: str) -> CoreFileState:
+        """Apply a pending proposal to its file and mark it accepted, in one commit (``source``
+        must hold authority: staff). A proposal whose change the file already holds is marked
+        accepted with nothing to write. Raises ProposalDecided (decided meanwhile),
+        CoreMemoryEditError (the text it changes is no longer in the file: reject it or edit
+        the file by hand), CoreMemoryFull, CoreMemoryConflict (the file kept changing)."""
+        self._check_writer(proposal.file, source)
+        if proposal.agent != self._agent:
+            raise ValueError(f"proposal {proposal.id} is for agent {proposal.agent}, not {self._agent}")
+        origin = Origin(session=proposal.session, document=proposal.document, said_at=proposal.said_at)
+        for _ in range(_APPEND_ATTEMPTS):
+            if not proposal.pending:
+                raise ProposalDecided(f"this proposal was {proposal.status} already")
+            current = self.read(file=proposal.file)
+            text = _applied(current.text, proposal)
+            staged = self.stage(state=current, text=text, source=source, detail=proposal.describe(), origin=origin)
+            mark = proposals.decided(proposal, status=proposals.ACCEPTED, by=source, at=self._clock())
+            try:
+                items = self._kv.commit([*(staged.writes if staged else ()), mark])
+            except VersionConflict:
+                proposal = proposals.get_proposal(kv=self._kv, agent=self._agent, proposal_id=proposal.id)
+                continue
+            proposals.prune_decided(kv=self._kv, agent=self._agent)
+            return self.published(staged, items) if staged else current
+        raise CoreMemoryConflict(proposal.file, expected=None, actual=None)
+
+    # -- staging: the Dream Engine commits several files and its cursor at once ------------------
+
+    def stage(
+        self,
+        *,
+        state: CoreFileState,
+        text: str,
+        source: str,
+        detail: str,
+        line_sources: Mapping[str, LineSource] | None = None,
+        origin: Origin | None = None,
+    ) -> StagedWrite | None:
+        """The writes that would turn ``state`` (as read) into ``text``, checked as a write is
+        (the writer's authority, the cap: SharedScopeWrite, CoreMemoryFull); None when nothing
+        changes. ``line_sources`` gives new lines their own source (by normalised line).
+        Nothing is written: commit ``StagedWrite.writes`` (they carry ``state.version`` as
+        their compare-and-set), then call ``published``."""
+        self._check_writer(state.file, source)
+        text = clean_text(text)
+        if text == state.text and state.exists:
+            return None
+        ledger = self.ledger(file=state.file)
+        return self._stage(state, text, source=source, action="rewrite", detail=detail, origin=origin,
+                           ledger=ledger, line_sources=line_sources)
+
+    def published(self, staged: StagedWrite, items: Sequence[KVItem | None]) -> CoreFileState:
+        """After ``staged``'s writes were committed (``items``: what the commit returned for
+        them, in order): dispatch CORE_MEMORY_UPDATED and return the file's new state."""
+        item = next(i for i in items if i is not None and i.key == staged.file and i.scope == staged.scope)
+        if self._hooks is not None:
+            self._hooks.dispatch(
+                MemoryHookPoint.CORE_MEMORY_UPDATED,
+                CoreMemoryUpdated(scope=staged.scope, file=staged.file, version=item.version, source=staged.source),
+            )
+        return CoreFileState(staged.file, staged.scope, staged.text, item.version, staged.tokens,
+                             self._caps[staged.file], item.updated_at)
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _check_writer(self, file: str, source: str) -> None:
+        check_source(source)
+        if is_shared(file) and not has_authority(source):
+            raise SharedScopeWrite(file, source=source)
 
     def _read_expecting(self, file: str, expected_version: int | None) -> CoreFileState:
         current = self.read(file=file)
@@ -367,49 +440,146 @@ class CoreMemory:
             raise CoreMemoryConflict(file, expected=expected_version, actual=current.version)
         return current
 
-    def _write(self, current: CoreFileState, text: str, *, source: str, action: str, detail: str) -> CoreFileState:
-        file = current.file
+    def _write(
+        self, current: CoreFileState, text: str, *, source: str, action: str, detail: str, origin: Origin | None
+    ) -> CoreFileState:
         if text == current.text and current.exists:
             return current  # nothing changes: no write, no event, no history entry
+        staged = self._stage(current, text, source=source, action=action, detail=detail, origin=origin,
+                             ledger=None)
+        return self._commit_staged(staged, current)
+
+    def _commit_staged(self, staged: StagedWrite, current: CoreFileState) -> CoreFileState:
+        # The file's version decides a conflict; the history and ledger only change alongside
+        # it, so a collision on them alone (a concurrent writer between our read and our
+        # commit) is re-staged on a fresh read.
+        for attempt in range(_APPEND_ATTEMPTS):
+            _backoff(attempt)
+            try:
+                items = self._kv.commit(staged.writes)
+            except VersionConflict as exc:
+                latest = self.read(file=current.file)
+                if latest.version != current.version:
+                    raise CoreMemoryConflict(current.file, expected=current.version, actual=latest.version) from None
+                if attempt == _APPEND_ATTEMPTS - 1:
+                    raise CoreMemoryConflict(current.file, expected=current.version, actual=exc.actual) from None
+                staged = self._restage(staged, current)
+                continue
+            return self.published(staged, items)
+        raise CoreMemoryConflict(current.file, expected=current.version, actual=None)  # pragma: no cover
+
+    def _restage(self, staged: StagedWrite, current: CoreFileState) -> StagedWrite:
+        # Same file text and history entry; history and ledger re-read and re-derived.
+        change = CoreChange.from_json(self._pending_change(staged))
+        ledger_write = next(w for w in staged.writes if w.key.endswith(LINES_SUFFIX))
+        ledger = LineLedger.from_json(ledger_write.value)
+        return self._writes(current, staged, change, ledger)
+
+    @staticmethod
+    def _pending_change(staged: StagedWrite) -> str:
+        history = next(w for w in staged.writes if w.key.endswith(HISTORY_SUFFIX))
+        return (history.value or "").splitlines()[-1]
+
+    def _stage(
+        self,
+        current: CoreFileState,
+        text: str,
+        *,
+        source: str,
+        action: str,
+        detail: str,
+        origin: Origin | None,
+        ledger: LineLedger | None,
+        line_sources: Mapping[str, LineSource] | None = None,
+    ) -> StagedWrite:
+        file = current.file
         tokens = count_text(text)
         cap = self._caps[file]
         # A file can be over its cap when the cap was lowered later; edits that shrink it are
         # let through so it can be brought back under the cap step by step.
         if tokens > cap and tokens >= current.tokens:
             raise CoreMemoryFull(file, tokens=tokens, cap=cap)
-        try:
-            # version 0 of a file never written is MUST_NOT_EXIST: two first writers cannot both win.
-            item = self._kv.put(current.scope, file, text, expected_version=current.version)
-        except VersionConflict as exc:
-            raise CoreMemoryConflict(file, expected=current.version, actual=exc.actual) from None
-        change = CoreChange(
-            version=item.version, source=source, action=action, at=self._clock(), tokens=tokens, detail=_detail(detail)
-        )
-        self._record(current.scope, file, change)
-        if self._hooks is not None:
-            self._hooks.dispatch(
-                MemoryHookPoint.CORE_MEMORY_UPDATED,
-                CoreMemoryUpdated(scope=current.scope, file=file, version=item.version, source=source),
-            )
-        return CoreFileState(file, current.scope, text, item.version, tokens, cap, item.updated_at)
+        now = self._clock()
+        origin = origin or Origin()
+        change = CoreChange(version=current.version + 1, source=source, action=action, at=now, tokens=tokens,
+                            detail=_detail(detail), text=text, session=origin.session)
+        if ledger is None:
+            ledger = self.ledger(file=file)
+        if action != "forget":
+            said = origin.said_at if origin.said_at is not None and origin.said_at <= now else None
+            here = LineSource(source, now, said, origin.session, origin.document)
+            ledger = ledger.after(file=file, old_text=current.text, new_text=text, source=here,
+                                  line_sources=line_sources, legacy_at=current.updated_at,
+                                  by_person=is_person(source))
+        staged = StagedWrite(file, current.scope, text, tokens, source)
+        return self._writes(current, staged, change, ledger)
 
-    def _record(self, scope: Scope, file: str, change: CoreChange) -> None:
-        # The history is written after the file (there is no multi-key transaction): a crash in
-        # between loses one history line, never the edit. Its own CAS loop keeps concurrent
-        # writers from dropping each other's lines.
-        key = file + HISTORY_SUFFIX
-        for attempt in range(_APPEND_ATTEMPTS):
-            _backoff(attempt)
-            item = self._kv.get(scope, key)
-            lines = item.value.splitlines() if item else []
-            lines.append(change.to_json())
-            value = "\n".join(lines[-self._history_limit :]) + "\n"
-            try:
-                self._kv.put(scope, key, value, expected_version=item.version if item else MUST_NOT_EXIST)
-                return
-            except VersionConflict:
-                continue
-        logger.warning(
-            "history of %s in %s: gave up after %d collisions; version %d not recorded",
-            file, scope, _APPEND_ATTEMPTS, change.version,
+    def _writes(self, current: CoreFileState, staged: StagedWrite, change: CoreChange,
+                ledger: LineLedger) -> StagedWrite:
+        scope, file = current.scope, current.file
+        history = self._kv.get(scope, file + HISTORY_SUFFIX)
+        lines_item = self._kv.get(scope, file + LINES_SUFFIX)
+        changes = _parse_history(history.value if history else "") + [change]
+        writes = (
+            # version 0 of a file never written is MUST_NOT_EXIST: two first writers cannot both win.
+            KVWrite(scope, file, staged.text, expected_version=current.version),
+            KVWrite(scope, file + HISTORY_SUFFIX, _render_history(changes, self._history_limit),
+                    expected_version=history.version if history else MUST_NOT_EXIST),
+            KVWrite(scope, file + LINES_SUFFIX, ledger.to_json(),
+                    expected_version=lines_item.version if lines_item else MUST_NOT_EXIST),
         )
+        return StagedWrite(file, scope, staged.text, staged.tokens, staged.source, writes)
+
+
+def _applied(text: str, proposal: Proposal) -> str:
+    """``text`` with ``proposal``'s change made (lines compared as a reader would)."""
+    lines = text.splitlines()
+    norms = [normalize_line(line) for line in lines]
+    if proposal.action == "append":
+        if normalize_line(proposal.text) in norms:
+            return text
+        return "\n".join([*lines, proposal.text]).strip("\n") + "\n"
+    new = proposal.text if proposal.action == "replace" else ""
+    if text.count(proposal.old) == 1:
+        result = text.replace(proposal.old, new, 1)
+        return "\n".join(line for line in result.splitlines() if line.strip() or not new) + ("\n" if result else "")
+    matches = [i for i, norm in enumerate(norms) if norm == normalize_line(proposal.old)]
+    if len(matches) != 1:
+        if proposal.action == "replace" and normalize_line(proposal.text) in norms:
+            return text  # the new text is there and the old one gone: nothing left to do
+        raise CoreMemoryEditError(
+            f"the text this proposal changes is no longer in {proposal.file}; reject it, or edit "
+            f"{proposal.file} by hand"
+        )
+    at = matches[0]
+    rest = lines[:at] + ([new] if new else []) + lines[at + 1 :]
+    return "\n".join(rest).strip("\n") + "\n" if rest else ""
+
+
+def _parse_history(raw: str) -> list[CoreChange]:
+    changes = []
+    for line in raw.splitlines():
+        try:
+            changes.append(CoreChange.from_json(line))
+        except (ValueError, KeyError, TypeError):
+            continue  # one damaged line must not hide the rest of the history
+    # Concurrent writers may have recorded their lines out of order; versions are the real order.
+    return sorted(changes, key=lambda change: change.version)
+
+
+def _render_history(changes: list[CoreChange], limit: int) -> str:
+    """The last ``limit`` changes as JSON lines; whole texts for the newest, and for the ones
+    before it within ``HISTORY_TEXT_CHARS`` in all."""
+    kept = changes[-limit:]
+    budget = HISTORY_TEXT_CHARS
+    out: list[str] = []
+    for change in reversed(kept):
+        if change.text is not None:
+            if change is kept[-1] or len(change.text) <= budget:  # the newest is always whole
+                budget = max(0, budget - len(change.text))
+            else:
+                budget = 0
+                change = CoreChange(change.version, change.source, change.action, change.at, change.tokens,
+                                    change.detail, None, change.session)
+        out.append(change.to_json())
+    return "\n".join(reversed(out)) + "\n"

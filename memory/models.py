@@ -98,10 +98,12 @@ class ConsumerCursor(models.Model):
 
 
 class ArchiveHead(models.Model):
-    """Per scope: the last archive seq handed out (seqs are never reused, even after a delete)."""
+    """Per scope: the last archive seq handed out (seqs are never reused, even after a delete)
+    and how many documents exist, so a reader learns both in one indexed read."""
 
     scope_key = models.CharField(max_length=SCOPE_KEY_LENGTH, unique=True)
     last_seq = models.BigIntegerField(default=0)
+    count = models.BigIntegerField(default=0)
 
 
 class ArchiveEntry(models.Model):
@@ -138,3 +140,17 @@ class ArchiveListing(models.Model):
 
     class Meta:
         verbose_name = "archive listing"
+
+
+class ArchiveVectors(models.Model):
+    """Per archive document: the embedding vectors of its messages (one float16 row each, in the
+    document's order) and the model that made them. A row of its own, like the listing: search
+    reads vectors without the documents' text, and a change of model rewrites only these."""
+
+    entry = models.OneToOneField(ArchiveEntry, on_delete=models.CASCADE, primary_key=True, related_name="vectors")
+    model = models.CharField(max_length=200)
+    data = models.BinaryField()
+
+    class Meta:
+        verbose_name = "archive vectors"
+        verbose_name_plural = "archive vectors"

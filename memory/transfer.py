@@ -15,6 +15,13 @@ Layout of an export folder::
         archive/<seq>-<id>.json   one archive document per file
         pruned/*.md               a session's pruned catalog files, byte for byte
 
+Import checks the whole folder before it writes anything, and trusts nothing in it: it imports
+only the scopes the operator names (``scopes``; an export holding any other is refused), follows
+no symbolic link (a folder holding one is refused), accepts seqs up to MAX_SEQ and archive seq
+gaps up to MAX_ARCHIVE_GAP (a first seq of 10**12 is refused, not counted up to), JSON nested
+at most MAX_DEPTH deep, KV keys and file names of the store's own alphabet only. Exports are
+written readable by their owner only (files 0600, folders 0700): they hold people's memory.
+
 Import keeps every field: message ids, seqs (a session that starts at seq 241 after cleanups
 starts at 241 again), tokens and times; KV values and versions; cursor positions; archive
 documents with their seqs (gaps left by deleted documents are kept, so cursors stay valid).
@@ -27,7 +34,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import stat
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,10 +44,17 @@ from memory.compression.pruned import PrunedCatalog
 from memory.compression.pruned_format import parse_file
 from memory.messages import Message, utcnow
 from memory.scopes import InvalidScopeId, Scope, SessionScope
-from memory.stores.base import MUST_NOT_EXIST, ArchiveDocument, MemoryStoreBundle
+from memory.stores.base import MUST_NOT_EXIST, ArchiveDocument, MemoryStoreBundle, validate_key
 from memory.stores.codec import document_from_record, document_to_record
 
 FORMAT = "modex-memory-export"
+#: The largest message seq an import accepts: the seqs before a session's first message are
+#: burnt one by one (placeholders), so a hostile first seq must not be counted up to.
+MAX_SEQ = 1_000_000
+#: The largest run of unused archive seqs an import recreates (each costs a write and a delete).
+MAX_ARCHIVE_GAP = 100_000
+#: How deeply JSON in an export may nest (a message, a tool call's arguments, metadata).
+MAX_DEPTH = 64
 VERSION = 1
 #: KV versions are rebuilt by rewriting the value; beyond this many writes a version is capped.
 MAX_VERSION_REPLAY = 1000
@@ -54,6 +68,10 @@ class TransferError(Exception):
 
 class TargetNotEmpty(TransferError):
     """Import into scopes that already hold data, without ``replace``."""
+
+
+class ScopeNotAllowed(TransferError):
+    """The export holds scopes the operator did not name (or lacks one they named)."""
 
 
 @dataclass
@@ -73,17 +91,88 @@ class TransferReport:
                 f"{self.cursors} cursors, {self.documents} archive documents, {self.catalog_files} catalog files")
 
 
+def _private_dir(path: Path) -> None:
+    """``path`` and any missing parents, each created 0700 (whatever the umask)."""
+    if path.is_dir():
+        return
+    _private_dir(path.parent)
+    path.mkdir(mode=0o700)
+    os.chmod(path, 0o700)
+
+
 def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    """A new file readable by its owner only (0600 from its creation on, whatever the umask)."""
+    _private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb", closefd=False) as handle:
+            handle.write(data)
+    finally:
+        os.close(fd)
 
 
 def _json(data: object) -> bytes:
     return (json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8", "surrogatepass")
 
 
+def _depth(value: object) -> int:
+    """How deeply ``value`` nests lists and objects (iterative: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            items = item.values()
+        elif isinstance(item, list):
+            items = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            return deepest
+        stack.extend((child, level + 1) for child in items)
+    return deepest
+
+
+def _loads(text: str, *, where: object) -> object:
+    """JSON of an export, refused (TransferError) when malformed or nested past MAX_DEPTH."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise TransferError(f"{where}: JSON nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except ValueError as exc:
+        raise TransferError(f"{where} is not valid JSON: {exc}") from None
+    if _depth(value) > MAX_DEPTH:
+        raise TransferError(f"{where}: JSON nested too deeply (at most {MAX_DEPTH} levels)")
+    return value
+
+
+def _read_bytes(path: Path) -> bytes:
+    """A regular file of the export, never through a symbolic link (checked as it is opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        raise TransferError(f"cannot read {path}: {exc.strerror or exc} (symbolic links are not followed)") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise TransferError(f"{path} is not a regular file")
+        return handle.read()
+
+
 def _read_json(path: Path) -> object:
-    return json.loads(path.read_bytes().decode("utf-8", "surrogatepass"))
+    return _loads(_read_bytes(path).decode("utf-8", "surrogatepass"), where=path)
+
+
+def _no_links(source: Path) -> None:
+    """Refuse an export folder holding any symbolic link or anything but files and folders."""
+    for root, dirs, files in os.walk(source, followlinks=False):
+        for name in dirs + files:
+            path = Path(root) / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                raise TransferError(f"{path} is a symbolic link; an export holds plain files only")
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise TransferError(f"{path} is not a plain file or folder")
 
 
 # -- export -----------------------------------------------------------------------------------
@@ -98,8 +187,10 @@ def export_scopes(
     written too (with empty files), so an import recreates exactly what was asked for.
     """
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
         raise TransferError(f"{out} is not an empty folder; export into a new one")
+    _private_dir(out)
+    os.chmod(out, 0o700)  # an empty folder made beforehand, maybe readable by others
     report = TransferReport()
     entries = []
     for scope in dict.fromkeys(scopes):
@@ -129,7 +220,7 @@ def _export_scope(bundle: MemoryStoreBundle, catalog: PrunedCatalog | None, scop
     positions = bundle.cursors.list(scope)
     _write(folder / "cursors.json", _json(positions))
     report.cursors += len(positions)
-    (folder / "archive").mkdir(parents=True, exist_ok=True)
+    _private_dir(folder / "archive")
     for document in bundle.archive.list(scope):
         _write(folder / "archive" / f"{document.seq:010d}-{document.id}.json", _json(document_to_record(document)))
         report.documents += 1
@@ -155,49 +246,108 @@ class _ScopeData:
     catalog_files: list[Path]
 
 
-def read_export(source: Path) -> list[_ScopeData]:
-    """Parse and check a whole export folder (nothing is written); raises TransferError."""
+def read_export(source: Path, *, scopes: Iterable[str] | None = None) -> list[_ScopeData]:
+    """Parse and check a whole export folder (nothing is written); raises TransferError.
+
+    ``scopes``: the scope keys the operator allows; an export holding any other scope, or
+    lacking one of them, is refused (ScopeNotAllowed). None allows every scope of the export
+    (the operator said so: ``--every-scope``)."""
     source = Path(source)
-    try:
-        manifest = _read_json(source / "manifest.json")
-    except FileNotFoundError:
-        raise TransferError(f"{source} is not a Modex memory export: it has no manifest.json") from None
-    except ValueError as exc:
-        raise TransferError(f"{source / 'manifest.json'} is not valid JSON: {exc}") from None
+    if not (source / "manifest.json").exists() and not (source / "manifest.json").is_symlink():
+        raise TransferError(f"{source} is not a Modex memory export: it has no manifest.json")
+    if not source.is_dir():
+        raise TransferError(f"{source} is not a folder")
+    _no_links(source)
+    manifest = _read_json(source / "manifest.json")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise TransferError(f"{source} is not a Modex memory export (format {FORMAT!r} expected)")
     if manifest.get("version") != VERSION:
         raise TransferError(f"{source} has export version {manifest.get('version')!r}; this Modex reads {VERSION}")
+    entries = manifest.get("scopes", [])
+    if not isinstance(entries, list):
+        raise TransferError(f"{source}: the manifest's scopes are not a list")
+    keys = []
+    for entry in entries:
+        try:
+            keys.append(Scope.parse(entry["key"]).key())
+        except (KeyError, TypeError, ValueError, InvalidScopeId) as exc:
+            raise TransferError(f"{source}: cannot read scope {entry!r}: {exc}") from None
+    if len(set(keys)) != len(keys):
+        raise TransferError(f"{source}: the manifest names a scope twice")
+    if scopes is not None:
+        allowed = {Scope.parse(k).key() for k in scopes}
+        others, missing = sorted(set(keys) - allowed), sorted(allowed - set(keys))
+        if others:
+            raise ScopeNotAllowed(
+                f"the export holds scopes you did not name: {', '.join(others)}. Name each one you mean to "
+                "import with --scope (or pass --every-scope after reading its manifest.json); nothing was written")
+        if missing:
+            raise ScopeNotAllowed(f"the export holds no scope {', '.join(missing)}; nothing was written")
     data = []
-    for entry in manifest.get("scopes", []):
+    root = source.resolve()
+    for entry in entries:
         try:
             scope = Scope.parse(entry["key"])
             folder = (source / entry["dir"]).resolve()
-            if source.resolve() not in folder.parents:
+            if root not in folder.parents:
                 raise TransferError(f"scope folder {entry['dir']!r} lies outside the export")
             data.append(_read_scope(scope, folder))
         except TransferError:
             raise
-        except (KeyError, TypeError, ValueError, InvalidScopeId, OSError) as exc:
+        except RecursionError:
+            raise TransferError(f"{source}: scope {entry.get('key')!r} is nested too deeply") from None
+        except (KeyError, TypeError, ValueError, AttributeError, InvalidScopeId, OSError) as exc:
             raise TransferError(f"{source}: cannot read scope {entry!r}: {exc}") from None
     return data
 
 
+def _file_in(folder: Path, *parts: str) -> Path:
+    """``folder/parts`` for names from the export, each a store key (no separators, no ``..``)."""
+    for part in parts:
+        validate_key(part, what="file name")
+    return folder.joinpath(*parts)
+
+
 def _read_scope(scope: Scope, folder: Path) -> _ScopeData:
     messages = []
-    raw = (folder / "messages.jsonl").read_bytes().decode("utf-8", "surrogatepass")
-    for line in raw.splitlines():
+    raw = _read_bytes(folder / "messages.jsonl").decode("utf-8", "surrogatepass")
+    for number, line in enumerate(raw.splitlines(), start=1):
         if line.strip():
-            record = json.loads(line)
-            messages.append((Message.from_record(record), bool(record.get("deleted"))))
+            record = _loads(line, where=f"{folder / 'messages.jsonl'} line {number}")
+            if not isinstance(record, dict):
+                raise TransferError(f"{folder / 'messages.jsonl'} line {number} is not a message record")
+            message = Message.from_record(record)
+            if message.seq is not None and not (isinstance(message.seq, int) and 0 < message.seq <= MAX_SEQ):
+                raise TransferError(f"{scope}: message seq {message.seq!r} is out of range (1 to {MAX_SEQ:,})")
+            messages.append((message, bool(record.get("deleted"))))
+    seqs = [m.seq for m, _ in messages if m.seq is not None]
+    if len(set(seqs)) != len(seqs):
+        raise TransferError(f"{scope}: two messages share a seq")
     meta = _read_json(folder / "kv.json")
-    kv = {key: ((folder / "kv" / key).read_bytes().decode("utf-8", "surrogatepass"), int(info["version"]))
-          for key, info in meta.items()}
-    cursors = {str(k): int(v) for k, v in _read_json(folder / "cursors.json").items()}
-    documents = [document_from_record(_read_json(p)) for p in sorted((folder / "archive").glob("*.json"))]
+    if not isinstance(meta, dict):
+        raise TransferError(f"{folder / 'kv.json'} is not an object")
+    kv = {}
+    for key, info in meta.items():
+        version = int(info["version"])
+        if version < 1:
+            raise TransferError(f"{scope}: {key} has version {version}")
+        kv[key] = (_read_bytes(_file_in(folder, "kv", key)).decode("utf-8", "surrogatepass"), version)
+    cursors_raw = _read_json(folder / "cursors.json")
+    if not isinstance(cursors_raw, dict):
+        raise TransferError(f"{folder / 'cursors.json'} is not an object")
+    cursors = {validate_key(str(k), what="cursor name"): int(v) for k, v in cursors_raw.items()}
+    archive = folder / "archive"
+    documents = [document_from_record(_read_json(p)) for p in sorted(archive.glob("*.json"))] if archive.is_dir() else []
+    last = 0
+    for document in sorted(documents, key=lambda d: d.seq or 0):
+        if document.seq is not None and not (0 < document.seq <= MAX_SEQ and document.seq - last - 1 <= MAX_ARCHIVE_GAP):
+            raise TransferError(f"{scope}: archive document seq {document.seq!r} is out of range "
+                                f"(1 to {MAX_SEQ:,}, gaps of at most {MAX_ARCHIVE_GAP:,})")
+        last = document.seq or last
     catalog_files = sorted((folder / "pruned").glob("*.md")) if (folder / "pruned").is_dir() else []
     for path in catalog_files:
-        parse_file(path.read_bytes().decode("utf-8"), path=path)  # refuse a damaged catalog up front
+        validate_key(path.name, what="catalog file name")
+        parse_file(_read_bytes(path).decode("utf-8"), path=path)  # refuse a damaged catalog up front
     messages.sort(key=lambda pair: pair[0].seq or 0)
     documents.sort(key=lambda d: d.seq or 0)
     return _ScopeData(scope, folder, messages, kv, cursors, documents, catalog_files)
@@ -230,15 +380,19 @@ def _occupied(bundle: MemoryStoreBundle, catalog: PrunedCatalog | None, data: _S
 
 
 def import_export(
-    *, bundle: MemoryStoreBundle, catalog: PrunedCatalog | None, source: Path, replace: bool = False
+    *, bundle: MemoryStoreBundle, catalog: PrunedCatalog | None, source: Path, scopes: Iterable[str] | None,
+    replace: bool = False,
 ) -> TransferReport:
     """Import the export folder ``source`` into ``bundle`` (and ``catalog``).
 
-    Raises TransferError for a folder that is not a valid export and TargetNotEmpty, naming
-    every occupied scope, when a scope already holds data and ``replace`` is false; in both
-    cases before anything is written.
+    ``scopes``: the scope keys the operator allows (None: every scope of the export, which
+    the operator must have chosen knowingly). Raises TransferError for a folder that is not a
+    valid export (or holds a symbolic link, an out-of-range seq, JSON nested too deeply),
+    ScopeNotAllowed for scopes not named, and TargetNotEmpty, naming every occupied scope,
+    when a scope already holds data and ``replace`` is false; in every case before anything
+    is written.
     """
-    data = read_export(source)
+    data = read_export(source, scopes=scopes)
     occupied = {d.scope.key(): _occupied(bundle, catalog, d) for d in data}
     occupied = {key: what for key, what in occupied.items() if what}
     if occupied and not replace:
@@ -286,7 +440,7 @@ def _import_scope(bundle: MemoryStoreBundle, catalog: PrunedCatalog | None, data
         directory.mkdir(parents=True, exist_ok=True)
         for path in data.catalog_files:
             temp = directory / f".{path.name}.tmp-import-{uuid.uuid4().hex[:8]}"
-            shutil.copyfile(path, temp)
+            _write(temp, _read_bytes(path))
             os.replace(temp, directory / path.name)
             report.catalog_files += 1
 

@@ -26,6 +26,8 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 MODEX_WORKSPACE = env_path("MODEX_WORKSPACE", BASE_DIR / "workspace", base=BASE_DIR)
 private_workspace(MODEX_WORKSPACE)
 MODEX_SCOPES_FILE = env_path("MODEX_SCOPES_FILE", BASE_DIR / "config" / "scopes" / "bot.yml", base=BASE_DIR)
+# Recall benchmark results (manage.py memory_eval writes new runs to runs/; /evaluation/ shows them).
+MODEX_EVAL_RESULTS = env_path("MODEX_EVAL_RESULTS", BASE_DIR / "benchmarks" / "results", base=BASE_DIR)
 
 SECRET_KEY = secret_key(debug=DEBUG, workspace=MODEX_WORKSPACE)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
@@ -50,6 +52,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",  # /static/ from STATIC_ROOT (daphne serves none)
+    "modex_web.security.NoStoreMiddleware",  # Cache-Control: no-store on every rendered response
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -211,6 +214,15 @@ MODEX_LOGIN_MAX_FAILURES = env_int("MODEX_LOGIN_MAX_FAILURES", 5, minimum=1)
 MODEX_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("MODEX_LOGIN_MAX_FAILURES_PER_ADDRESS", 30, minimum=1)
 MODEX_LOGIN_WINDOW = env_int("MODEX_LOGIN_WINDOW", 900, minimum=1)
 MODEX_LOGIN_LOCKOUT = env_int("MODEX_LOGIN_LOCKOUT", 900, minimum=1)
+# How many reverse proxies in front of the workers append to X-Forwarded-For: the client address
+# is the entry that many places from the right. 0: no proxy, the socket's own peer address.
+MODEX_TRUSTED_PROXIES = env_int("MODEX_TRUSTED_PROXIES", 0, minimum=0)
+
+# Chat sockets (agents/chat/sockets.py), per user and worker process: open sockets, turns
+# running at once, and re-syncs of a conversation per minute (the page sends one per connect).
+MODEX_MAX_SOCKETS_PER_USER = env_int("MODEX_MAX_SOCKETS_PER_USER", 20, minimum=1)
+MODEX_MAX_TURNS_PER_USER = env_int("MODEX_MAX_TURNS_PER_USER", 3, minimum=1)
+MODEX_SYNCS_PER_MINUTE = env_int("MODEX_SYNCS_PER_MINUTE", 30, minimum=1)
 
 # Personal API tokens expire this many days after they are made (0: never).
 MODEX_TOKEN_TTL_DAYS = env_int("MODEX_TOKEN_TTL_DAYS", 90, minimum=0)
@@ -219,6 +231,17 @@ MODEX_TOKEN_TTL_DAYS = env_int("MODEX_TOKEN_TTL_DAYS", 90, minimum=0)
 # "running" before the reaper (manage.py reap_tasks) takes its worker for dead and runs it again.
 MODEX_TASK_LEASE_TTL = env_float("MODEX_TASK_LEASE_TTL", 600.0, minimum=1.0)
 MODEX_TASK_STALE_AFTER = env_float("MODEX_TASK_STALE_AFTER", MODEX_TASK_LEASE_TTL * 1.5, minimum=1.0)
+
+# Archive retrieval (memory/retrieval, memory/archiving): the embedded offline embedding model or
+# none (OPENAI_EMBEDDING_MODEL, read by agents/llm/embeddings.py, takes the endpoint's instead),
+# how close a message found by meaning alone must be, how many archived messages the search
+# keeps in memory across users, and how long a conversation stays quiet before it is archived.
+MODEX_EMBEDDINGS = (env_str("MODEX_EMBEDDINGS", "offline") or "offline").strip().lower()
+if MODEX_EMBEDDINGS not in ("offline", "off"):
+    raise ImproperlyConfigured(f"MODEX_EMBEDDINGS={MODEX_EMBEDDINGS!r} must be 'offline' or 'off'.")
+MODEX_RECALL_MIN_SIMILARITY = env_float("MODEX_RECALL_MIN_SIMILARITY", 0.5, minimum=-1.0)
+MODEX_RECALL_CACHE_MESSAGES = env_int("MODEX_RECALL_CACHE_MESSAGES", 300_000, minimum=1000)
+MODEX_ARCHIVE_IDLE_MINUTES = env_float("MODEX_ARCHIVE_IDLE_MINUTES", 30.0, minimum=0.0)
 
 LOGGING = {
     "version": 1,

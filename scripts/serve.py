@@ -96,12 +96,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="daphne processes on the address (default 2, or $WORKERS)")
     parser.add_argument("--task-workers", type=int, default=int(os.environ.get("TASK_WORKERS", "1")),
                         help="manage.py db_worker processes (default 1; 0 for none)")
-    parser.add_argument("--proxy-headers", action="store_true",
-                        help="take the client address from X-Forwarded-For (behind a reverse proxy)")
+    parser.add_argument("--trusted-proxies", type=int, default=None, metavar="N",
+                        help="reverse proxies in front that append to X-Forwarded-For (sets MODEX_TRUSTED_PROXIES "
+                             "for the workers; default: the environment's, else 0)")
+    parser.add_argument("--proxy-headers", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--access-log", default=None, help="daphne access log file (default: none)")
     parser.add_argument("--max-restarts", type=int, default=5)
     parser.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL at shutdown")
     args = parser.parse_args(argv)
+    if args.proxy_headers:
+        # daphne's --proxy-headers takes the client address from the first X-Forwarded-For
+        # entry, which the client writes itself: the sign-in throttle would count whatever
+        # address a guesser names. Modex reads the header itself, from the right.
+        parser.error("--proxy-headers is not supported: daphne would take the client address from the "
+                     "X-Forwarded-For entry the client writes. Pass --trusted-proxies N (or set "
+                     "MODEX_TRUSTED_PROXIES=N), N being the number of proxies in front of Modex.")
+    if args.trusted_proxies is not None and not 0 <= args.trusted_proxies <= 16:
+        parser.error("--trusted-proxies: 0 to 16")
     if not 1 <= args.workers <= 64:
         parser.error("--workers: 1 to 64")
     if not 0 <= args.task_workers <= 16:
@@ -117,8 +128,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def build_children(args: argparse.Namespace) -> list[Child]:
-    daphne_args = ["--proxy-headers"] if args.proxy_headers else []
-    daphne_args += ["--access-log", args.access_log] if args.access_log else ["-v", "0"]
+    if args.trusted_proxies is not None:
+        os.environ["MODEX_TRUSTED_PROXIES"] = str(args.trusted_proxies)  # inherited by every child
+    daphne_args = ["--access-log", args.access_log] if args.access_log else ["-v", "0"]
     children = [Child(name=f"web-{i + 1}", host=args.host, port=args.port, daphne_args=daphne_args)
                 for i in range(args.workers)]
     if os.environ.get("MODEX_TASKS_BACKEND", "db").strip().lower() == "db":

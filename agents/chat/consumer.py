@@ -13,7 +13,17 @@ Frames from the client are JSON objects, as the htmx ws extension sends a form (
 * ``{"action": "sync"}``: re-render the whole conversation (the page sends it after a reconnect).
 
 Anything else (binary, non-JSON, another shape, more than MAX_FRAME_BYTES) gets an error
-fragment and the socket stays open. Frames to the client are HTML fragments (htmx OOB swaps)
+fragment and the socket stays open.
+
+A socket is checked again, not only at connect: it is in its user's and its conversation's
+channel-layer groups (agents.chat.sockets), and closes with 4401 when its user signs out,
+changes their password or is deactivated, with 4404 when the conversation is deleted; and
+before every turn and every sync it reads again whether its session still signs the user in
+and the conversation is still theirs (a lost group message is caught at the next frame). A user
+has at most MODEX_MAX_SOCKETS_PER_USER sockets (the next one is closed with 4429) and
+MODEX_MAX_TURNS_PER_USER turns running at once in this process, and MODEX_SYNCS_PER_MINUTE
+syncs; a sync sends the recent part of the conversation and a "load earlier" control for the
+rest (agents.chat.fragments), so its frame stays far under the server's 1 MiB. Frames to the client are HTML fragments (htmx OOB swaps)
 rendered by ``agents.chat.fragments``.
 
 The turn runs in a task so "stop" can still be received. That task only pulls events from the
@@ -43,6 +53,7 @@ from channels.db import aclose_old_connections, database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.chat import service as chat
+from agents.chat import sockets
 from agents.chat.fragments import ChatStream, composer_fragment, error_fragment, refusal_fragment, status_fragment
 from agents.runtime.events import (
     ContentChunk,
@@ -55,14 +66,18 @@ from agents.runtime.events import (
 )
 from agents.runtime.loop import MAX_USER_CHARS, TurnBusy, TurnRejected
 from memory.text import storable
+from memory.threads import run_blocking
 
 logger = logging.getLogger("agents.chat.service")
 
 # A frame carrying any message within the runtime's character limit fits: a character is at
 # most 6 bytes of JSON (a control character as \u001f), plus room for htmx's HEADERS.
 MAX_FRAME_BYTES = 6 * MAX_USER_CHARS + 16 * 1024
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404
+CLOSE_UNAUTHENTICATED = sockets.CLOSE_UNAUTHENTICATED
+CLOSE_NOT_FOUND = sockets.CLOSE_NOT_FOUND
+CLOSE_TOO_MANY = sockets.CLOSE_TOO_MANY
+TOO_MANY_TURNS = "You have {n} replies being written at once already; wait for one of them to finish."
+TOO_MANY_SYNCS = "The conversation was refreshed too often; wait a moment, then reload the page."
 STOP_GRACE_SECONDS = 2.0  # a stop waits this long for the turn's next event, then cancels it
 CANCEL_GRACE_SECONDS = 10.0  # how long a disconnect waits for the stopped turn to tidy up
 BUSY = "A reply is still being written; wait for it or press Stop."
@@ -97,6 +112,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
     sender: asyncio.Task | None = None
     _stopping = False
     _following = False  # following a turn that began before this socket (see _follow_earlier_turn)
+    _counted = False  # this socket counts against its user's cap (sockets.limits)
+    _shut_code: int | None = None  # closing for good (revoked, deleted): no frame is read any more
+    _groups: tuple[str, ...] = ()
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -115,6 +133,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.user_id = str(user.pk)
+        if not sockets.limits.open_socket(self.user_id):
+            self.conversation = None
+            await self.accept()
+            await self.close(code=CLOSE_TOO_MANY)
+            return
+        self._counted = True
+        session = self.scope.get("session")
+        self.session_key = getattr(session, "session_key", None)
+        self.session_tag = sockets.session_tag(self.session_key)
+        self._groups = (sockets.user_group(self.user_id), sockets.conversation_group(self.conversation.pk))
+        for group in self._groups:
+            await self.channel_layer.group_add(group, self.channel_name)
         self.agent = agent
         self.stream = ChatStream(conversation=self.conversation, agent=agent, post=self._post)
         self.outbox: asyncio.Queue = asyncio.Queue()
@@ -123,6 +153,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.watcher = asyncio.create_task(self._follow_earlier_turn(), name=f"chat-follow-{conversation_id}")
 
     async def disconnect(self, code: int) -> None:
+        for group in self._groups:
+            with contextlib.suppress(Exception):
+                await self.channel_layer.group_discard(group, self.channel_name)
+        self._groups = ()
+        if self._counted:
+            self._counted = False
+            sockets.limits.close_socket(self.user_id)
         turn = self.turn
         if turn is not None and not turn.done():
             self._stop()  # the turn ends with the socket (at its next event, or cancelled)
@@ -150,8 +187,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await super().dispatch(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if self.conversation is None:
-            return  # closing: never read a frame of a rejected socket
+        if self.conversation is None or self._shut_code is not None:
+            return  # closing: never read a frame of a rejected or revoked socket
         if text_data is None:
             return self._post(error_fragment("Send text frames (JSON), not binary ones."))
         if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
@@ -166,11 +203,49 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if action == "stop" and message is None:
             return self._stop()
         if action == "sync" and message is None:
+            if not sockets.limits.allow_sync(self.user_id):
+                return self._post(error_fragment(TOO_MANY_SYNCS))
             await aclose_old_connections()
+            if not await self._still_allowed():
+                return None
             return self._post(await self.stream.sync(running=self._running() or self._following))
         if action is None and isinstance(message, str):
             return self._start(storable(message))  # json.loads lets lone surrogates through
         return self._post(error_fragment(SHAPE))
+
+    # -- revocation ---------------------------------------------------------------------------
+
+    async def modex_revoke(self, event: dict) -> None:
+        """The user signed out (``only``: that browser session), changed their password (``keep``:
+        the session that changed it stays) or was deactivated: close with 4401."""
+        if event.get("only") and event["only"] != self.session_tag:
+            return
+        if event.get("keep") and event["keep"] == self.session_tag:
+            return
+        await self._shut(CLOSE_UNAUTHENTICATED)
+
+    async def modex_deleted(self, event: dict) -> None:
+        """The conversation was deleted: close with 4404."""
+        await self._shut(CLOSE_NOT_FOUND)
+
+    async def _shut(self, code: int) -> None:
+        """Close for good with ``code``: read no more frames, stop the running turn."""
+        if self._shut_code is not None:
+            return
+        self._shut_code = code
+        self._stop()
+        await self.close(code=code)
+
+    async def _still_allowed(self) -> bool:
+        """Whether the socket may go on (sockets.still_allowed); if not, it is shut."""
+        # On a store thread (memory.threads), not on the one thread all of Channels' database
+        # work shares: this read comes before every turn.
+        code = await run_blocking(sockets.still_allowed, user_id=self.user_id, session_key=self.session_key,
+                                  conversation_id=self.conversation.pk)
+        if code is None:
+            return True
+        await self._shut(code)
+        return False
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -182,7 +257,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return self._post(refusal_fragment(BUSY, text))
         if self.agent is None:
             return self._post(refusal_fragment(f"The agent {self.conversation.agent!r} is not declared any more.", text))
+        if not sockets.limits.start_turn(self.user_id):
+            return self._post(refusal_fragment(TOO_MANY_TURNS.format(n=sockets.limits.turns(self.user_id)), text))
         self.turn = asyncio.create_task(self._run(text), name=f"chat-turn-{self.conversation.pk}")
+        self.turn.add_done_callback(lambda _task: sockets.limits.end_turn(self.user_id))
 
     def _stop(self) -> None:
         if not self._running() or self._stopping:
@@ -192,6 +270,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         asyncio.get_running_loop().call_later(STOP_GRACE_SECONDS, lambda: turn.done() or turn.cancel())
 
     async def _run(self, text: str) -> None:
+        # The session may have been signed out, or the conversation deleted, since the socket
+        # opened (a lost group message): nothing is written then.
+        if not await self._still_allowed():
+            return
         runtime = chat.get_runtime()
         session = self.stream.session
         events = runtime.run_turn(agent=self.agent, user_id=self.user_id, session=session, text=text)
@@ -217,6 +299,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self._stopping = False
         if stopped:
             await chat.asettle(session=session)
+        if self._shut_code == CLOSE_NOT_FOUND or await run_blocking(chat.is_deleted, conversation_id=self.conversation.pk):
+            # Deleted while this turn was on its way (between the check above and the turn's
+            # lease): what the turn wrote belongs to nobody; remove it again.
+            await run_blocking(chat.purge_session, session=session)
         self.outbox.put_nowait(_STOPPED if stopped else _ENDED)
 
     async def _follow_earlier_turn(self) -> None:

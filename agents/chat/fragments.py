@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import uuid
+from urllib.parse import urlencode
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -56,6 +57,11 @@ logger = logging.getLogger(__name__)
 FRAGMENTS = "chat/fragments.html"
 #: The new title and list bump wait at most this long for the reply's first text (ChatStream).
 ACTIVITY_DELAY_SECONDS = 0.5
+#: The messages of a page load, a sync frame or a "load earlier" page are rendered newest first
+#: until they fill this many bytes; earlier ones come by "load earlier". A sync frame stays far
+#: under daphne's 1 MiB limit on a WebSocket frame, however long the conversation.
+STREAM_BUDGET_BYTES = 256 * 1024
+EARLIER_PAGE_MESSAGES = 40  # at most this many messages per "load earlier" page
 TOOL_PREVIEW_CHARS = 20000  # longer tool outputs are cut in the page (the session keeps them whole)
 # The one limit on a message, stated under the composer; the runtime refuses longer ones.
 LIMIT_CONTEXT = {"max_chars": MAX_USER_CHARS, "max_chars_label": f"{MAX_USER_CHARS:,}"}
@@ -160,17 +166,63 @@ def message_views(messages: Iterable[Message], *, pruned: Iterable[Message] = ()
     return views
 
 
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """The "load earlier" control: where the previous page of messages is, and how many
+    messages come before the ones shown."""
+
+    url: str
+    count: int
+
+
+class EarlierNotFound(LookupError):
+    """The message a "load earlier" request starts before is not in the conversation."""
+
+
+def render_window(views: list[MessageView], *, pruned_url: str, budget: int = STREAM_BUDGET_BYTES,
+                  limit: int | None = None) -> tuple[list[SafeString], int]:
+    """The message partials of the latest ``views`` that fit ``budget`` bytes of UTF-8 (and
+    ``limit`` messages), rendered newest first and returned in order, and how many views at
+    the start were left out. The newest one is always rendered, whatever its size."""
+    pieces: list[SafeString] = []
+    size = 0
+    for index in range(len(views) - 1, -1, -1):
+        html = partial("message", m=views[index], pruned_url=pruned_url)
+        weight = len(html.encode("utf-8", "surrogatepass"))
+        if pieces and (size + weight > budget or (limit is not None and len(pieces) >= limit)):
+            return pieces[::-1], index + 1
+        pieces.append(SafeString(html))
+        size += weight
+    return pieces[::-1], 0
+
+
+def _earlier(conversation: Conversation, messages: list[Message], first: int) -> Earlier | None:
+    if first <= 0:
+        return None
+    url = reverse("chat:earlier", args=[conversation.pk]) + "?" + urlencode({"before": messages[first].id})
+    return Earlier(url=url, count=first)
+
+
 def page_context(*, conversation: Conversation, agent: AgentNode | None, offline: bool, model_name: str) -> dict:
-    """Everything templates/chat/conversation.html needs besides the sidebar."""
+    """Everything templates/chat/conversation.html needs besides the sidebar. The stream holds
+    the latest messages that fit STREAM_BUDGET_BYTES (the page and a sync frame stay small
+    whatever the conversation's length); a "load earlier" control fetches the rest in pages."""
     history = chat.history(conversation=conversation)
     meter = chat.meter_history(conversation=conversation)
+    pruned_url = reverse("chat:pruned", args=[conversation.pk])
+    shown = list(history.pruned) + list(history.messages)
+    rendered, cut = render_window(message_views(history.messages, pruned=history.pruned), pruned_url=pruned_url)
+    earlier = None
+    if history.hidden + cut:
+        url = reverse("chat:earlier", args=[conversation.pk]) + "?" + urlencode({"before": shown[cut].id})
+        earlier = Earlier(url=url, count=history.hidden + cut)
     return {
         "conversation": conversation,
         "agent": agent,
-        "stream": message_views(history.messages, pruned=history.pruned),
-        "hidden": history.hidden,
+        "rendered": rendered,
+        "earlier": earlier,
         "catalogued": history.catalogued,
-        "pruned_url": reverse("chat:pruned", args=[conversation.pk]),
+        "pruned_url": pruned_url,
         "meter": _meter_from_history(meter, agent),
         "chart": chart_view(meter),
         "running": False,
@@ -178,6 +230,31 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
         "offline": offline,
         "model_name": model_name,
     }
+
+
+def earlier_page(*, conversation: Conversation, before: str) -> str:
+    """The page of messages right before the message ``before`` (an id): at most
+    EARLIER_PAGE_MESSAGES, within STREAM_BUDGET_BYTES, in order, preceded by the next "load
+    earlier" control if more come before them. Raises EarlierNotFound for an unknown id."""
+    whole = chat.whole_history(conversation=conversation)
+    messages = list(whole.pruned) + list(whole.messages)
+    index = next((i for i, m in enumerate(messages) if m.id == before), None)
+    if index is None:
+        raise EarlierNotFound("No such message in this conversation.")
+    start = max(0, index - EARLIER_PAGE_MESSAGES)
+    calls: dict[str, ToolCall] = {}
+    for message in messages[:start]:  # a tool result on this page may answer a call before it
+        calls.update((c.id, c) for c in message.tool_calls)
+    views = []
+    for position in range(start, index):
+        message = messages[position]
+        calls.update((c.id, c) for c in message.tool_calls)
+        views.append(message_view(message, calls=calls, pruned=position < len(whole.pruned)))
+    pruned_url = reverse("chat:pruned", args=[conversation.pk])
+    rendered, cut = render_window(views, pruned_url=pruned_url)
+    earlier = _earlier(conversation, messages, start + cut)
+    control = partial("load_earlier", earlier=earlier) if earlier else ""
+    return control + "".join(rendered)
 
 
 def _meter_from_history(history: MeterHistory, agent: AgentNode | None, completion: int = 0) -> MeterView:

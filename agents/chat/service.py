@@ -20,6 +20,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
+from agents.chat.sockets import close_conversation_sockets
 from agents.chat.meter import MeterHistory, load_history, record_cleanup, record_context
 from agents.declarations import AgentNode, get_declaration
 from agents.runtime.events import CleanupDone, ContextReady
@@ -161,11 +162,14 @@ def rename_conversation(*, user: AbstractBaseUser, conversation_id: str, title: 
 
 
 def delete_conversation(*, user: AbstractBaseUser, conversation_id: str) -> None:
-    """Delete the conversation and its session memory (messages, session KV, pruned catalog).
+    """Delete the conversation and its session memory (messages, session KV, pruned catalog),
+    and close its open chat sockets (4404, in every worker on the channel layer).
 
     Takes the session's turn lease first, so a reply being written is never cut in half:
-    raises ConversationBusy then (stop the reply, or wait). Idempotent on the memory side: a
-    failure part-way leaves the row, and deleting again finishes the job."""
+    raises ConversationBusy then (stop the reply, or wait). The row goes first, while the lease
+    is held: a socket's next turn finds the conversation gone before it writes anything (and a
+    turn that checked just before removes what it wrote once it sees the row gone:
+    ``purge_session``). Idempotent on the memory side: deleting again finishes a partial job."""
     conversation = get_conversation(user=user, conversation_id=conversation_id)
     svc = services()
     session = session_of(conversation)
@@ -173,12 +177,25 @@ def delete_conversation(*, user: AbstractBaseUser, conversation_id: str) -> None
         acquire_lease(kv=svc.bundle.kv, scope=session, name=TURN_LEASE, ttl=120.0)
     except LeaseBusy:
         raise ConversationBusy("A reply is still being written in this conversation; stop it first.") from None
-    svc.bundle.messages.clear(session)
-    for item in svc.bundle.kv.list(session):  # the meter, todo lists, and the lease just taken
-        svc.bundle.kv.delete(session, item.key)
-    svc.catalog.delete_session(session)
     with transaction.atomic():
         Conversation.objects.filter(pk=conversation.pk, owner=user).delete()
+    close_conversation_sockets(conversation_id=conversation.pk)
+    purge_session(session=session)
+
+
+def purge_session(*, session: SessionScope) -> None:
+    """Remove a session's memory: messages, session KV (the meter, todo lists, leases) and its
+    pruned catalog."""
+    svc = services()
+    svc.bundle.messages.clear(session)
+    for item in svc.bundle.kv.list(session):
+        svc.bundle.kv.delete(session, item.key)
+    svc.catalog.delete_session(session)
+
+
+def is_deleted(*, conversation_id: str) -> bool:
+    """Whether the conversation is gone (deleted since it was loaded)."""
+    return not Conversation.objects.filter(pk=conversation_id).exists()
 
 
 def note_activity(*, conversation_id: str, first_text: str | None = None) -> str | None:
@@ -230,6 +247,17 @@ def history(*, conversation: Conversation) -> History:
         pruned = [entry.message for entry in entries[len(entries) - room:]] if room > 0 else []
         hidden_pruned = len(entries) - len(pruned)
     return History(tuple(live), hidden_live + hidden_pruned, catalogued, tuple(pruned))
+
+
+def whole_history(*, conversation: Conversation) -> History:
+    """Every message of the conversation, as ``history`` orders them (the committed pruned
+    catalog's, then the live session's), none left out: what "load earlier" pages through."""
+    svc = services()
+    session = session_of(conversation)
+    live = svc.bundle.messages.read(session)
+    catalogued = svc.catalog.count(session)
+    entries = svc.catalog.entries(session, before_seq=first_uncommitted_seq(live)) if catalogued else []
+    return History(tuple(live), 0, catalogued, tuple(entry.message for entry in entries))
 
 
 @dataclass(frozen=True, slots=True)

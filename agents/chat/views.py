@@ -1,4 +1,5 @@
-"""Chat pages: the conversation list, one conversation, rename, delete, its pruned catalog.
+"""Chat pages: the conversation list, one conversation, rename, delete, its pruned catalog, and
+its earlier messages in pages (the "load earlier" control's htmx request).
 
 Every view needs a signed-in user and works on that user's conversations only: another user's
 conversation id is a 404, the same as an unknown one. Forms carry CSRF tokens; writes are POST.
@@ -15,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents.chat import service as chat
-from agents.chat.fragments import page_context
+from agents.chat.fragments import EarlierNotFound, earlier_page, page_context
 
 
 def _model_facts() -> tuple[bool, str]:
@@ -126,3 +127,15 @@ def conversation_pruned(request: HttpRequest, conversation) -> HttpResponse:
         "files": sorted({block.entry.path.name for block in blocks}),
     }
     return render(request, "chat/pruned.html", context)
+
+
+@owned
+@require_GET
+def conversation_earlier(request: HttpRequest, conversation) -> HttpResponse:
+    """The messages before ``?before=<message id>``, one page, as HTML for the "load earlier"
+    control to put in its place (the next control first, if more come before them)."""
+    try:
+        html = earlier_page(conversation=conversation, before=request.GET.get("before", ""))
+    except EarlierNotFound:
+        raise Http404("No such message in this conversation.") from None
+    return HttpResponse(html)

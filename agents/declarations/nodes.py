@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 
 from memory.config import MemoryConfig
 
-KNOWN_TOOLS: tuple[str, ...] = ("core_memory", "archive_search", "pruned_lookup", "todo", "subagent", "experience")
+KNOWN_TOOLS: tuple[str, ...] = ("core_memory", "archive_search", "archive_read", "pruned_lookup", "todo", "subagent", "experience")
 # A supplement name-merges its tools into the roster (and the runtime wires its hooks).
 SUPPLEMENT_TOOLS: dict[str, tuple[str, ...]] = {"experience": ("experience",)}
 KNOWN_SUPPLEMENTS: tuple[str, ...] = tuple(SUPPLEMENT_TOOLS)
 MAIN_AGENT_ONLY_TOOLS: frozenset[str] = frozenset({"experience"})
 # The tools of the long-term layers: a subagent has no archive and no core memory, so on a
 # subagent these could never run.
-LONG_TERM_TOOLS: dict[str, str] = {"archive_search": "archive", "core_memory": "core memory"}
+LONG_TERM_TOOLS: dict[str, str] = {"archive_search": "archive", "archive_read": "archive", "core_memory": "core memory"}
 
 BACKENDS: tuple[str, ...] = ("file", "sqlite")
 DEFAULT_BACKEND = "sqlite"  # the bot default (the framework default, without a declaration, is file)

@@ -1,11 +1,15 @@
-"""The recall benchmark (``manage.py memory_eval``): does the memory make the agent remember?
+"""The recall benchmark (``manage.py memory_eval``): does the memory bring back what was said?
 
-* ``dataset``: seeded, reproducible users with multi-session histories and questions;
-* ``configs``: the memory configurations compared (full context, session + pruned, + archive,
-  + archive + core memory);
-* ``pipeline``: ingests one history into real stores with real cleanups and the Dream Engine,
-  then asks one question through ``Runtime.run_turn``;
-* ``runner``: every (user, configuration) pair through the pipeline, resumable;
-* ``scoring``: normalized match on the planted value, an optional judge model;
-* ``report``: the per-kind table, markdown and JSON.
+* ``data``: dataset values (histories of dated sessions of turns, questions naming their
+  evidence turns) and the ids turns are stored under; ``datasets`` picks one from ``--dataset``;
+* ``generated`` (+ ``generated_facts``, ``generated_text``): the seeded dataset made of
+  realistic short conversations; ``loaders``: LoCoMo and LongMemEval files;
+* ``configs``: the memory configurations compared, the answering agent, the metered model;
+* ``pipeline``: reads a history into real stores (cleanups, the Dream Engine,
+  ``conversation_ended`` between conversations) and asks one question through the runtime;
+* ``evidence``: where each evidence turn was when the question was answered (in context,
+  reachable, per tier); ``scoring``, ``f1``, ``porter``, ``judges``: the answer scores;
+* ``runner``: every (repeat, history, configuration), resumable; ``stats``: intervals and the
+  paired bootstrap; ``report``, ``report_text``: JSON and markdown;
+* ``results``, ``charts``, ``views``: the results page (``/evaluation/``).
 """

@@ -7,6 +7,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from agents.declarations.nodes import AgentNode, ModelSettings
@@ -17,11 +18,24 @@ from memory.tokens import count_text
 AGENT_NAME = "recall"
 INSTRUCTIONS = (
     "You are a helpful assistant with a long memory of your conversations with this user. "
-    "When the user asks about themselves, answer from what you were told: your memory sections, "
-    "the earlier conversation, and your memory tools. Answer briefly with the value. If you were "
-    "told something and later told a new value, the newer one holds. If you were never told, say "
-    "plainly that you do not know."
+    "When the user asks about something said before, answer from what was said: your memory "
+    "sections, the earlier conversation, and your memory tools. Answer briefly. If something was "
+    "said and later changed, the newer one holds. When asked when something happened, name the day "
+    "(for example 7 May 2023). If it was never said, say plainly that you do not know."
 )
+
+
+def instructions_for(*, user_name: str, assistant_name: str | None, today: datetime) -> str:
+    """The answering agent's instructions: the same for every configuration, with who is who
+    (when the dataset names both speakers, LoCoMo) and the day the question is asked."""
+    parts = [INSTRUCTIONS]
+    if assistant_name:
+        parts.append(
+            f"In these conversations the user is {user_name} and you are {assistant_name}: what "
+            f"{assistant_name} said earlier, you said."
+        )
+    parts.append(f"Today is {today:%A} {today.day} {today:%B %Y}.")
+    return "\n\n".join(parts)
 
 
 @dataclass(frozen=True)
@@ -79,7 +93,9 @@ class Budget:
         )
 
 
-def agent_for(config: EvalConfig, budget: Budget, *, model_name: str, offline: bool) -> AgentNode:
+def agent_for(
+    config: EvalConfig, budget: Budget, *, model_name: str, offline: bool, instructions: str = INSTRUCTIONS
+) -> AgentNode:
     """The benchmark's main agent under ``config``: memory tools only (a tier's tool is compiled
     in only when the tier is on), no subagents, no experience supplement."""
     return AgentNode(
@@ -89,7 +105,7 @@ def agent_for(config: EvalConfig, budget: Budget, *, model_name: str, offline: b
         depth=0,
         parent=None,
         description="The recall benchmark's agent.",
-        instructions=INSTRUCTIONS,
+        instructions=instructions,
         tools=("core_memory", "archive_search", "pruned_lookup"),
         tool_supplements=(),
         memory_overrides=(),

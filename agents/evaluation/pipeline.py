@@ -1,17 +1,28 @@
 """The recall benchmark's pipeline: read a history in, ask one question.
 
-For every user and configuration, the user's history is ingested once into a fresh workspace
-(``file`` backend): each turn is appended to the session as it was said (user message, the
-assistant's tool call and the tool's result where there was one, the reply), and after each
-turn the cleanup runs exactly as the runtime's cleanup hook runs it (``agents.runtime.cleanup.compact``:
-the model summarizes, the archive is written when the configuration has it). After each session
-the Dream Engine consolidates the archive into core memory (configuration ``archive_core``).
-The history is a fixed transcript, so every configuration and every model sees the same past.
+**Reading in** (``ingest``): for every history and configuration, into a fresh workspace
+(``file`` backend). Each dataset turn is appended as one ``Message`` with the id
+``Turn.message_id`` and ``created_at`` = its session's date plus a second per message. Before an
+assistant turn is appended (where the runtime's BEFORE_STEP cleanup hook runs) the session is
+cleaned up exactly as that hook does when it is over its threshold
+(``agents.runtime.cleanup.compact``: the model summarizes, the archive is written when the
+configuration has it); a cleanup that wrote an archive document is consolidated by the Dream
+Engine when core memory is on (what the app's background task does after such a cleanup).
 
-Each question is then asked in a copy of that workspace, as the next user turn of the last
-session, through ``Runtime.run_turn``: the answer sees what the memory kept and nothing a
-previous question left behind. Full context keeps the whole history in one session and never
-cleans up.
+Mappings (``RunSetup.mapping``):
+
+* ``per-session`` (default): each dataset session is its own conversation (Modex session) of
+  that user with the agent; when it ends, ``conversation_ended`` runs. Each question is then
+  asked in a new conversation of that user, as a user comes back weeks later to ask.
+* ``single``: everything in one conversation; the question is its next turn.
+
+Full context (``EvalConfig.cleanup`` False) keeps the whole history in one conversation, never
+cleans up, and asks as its next turn, whatever the mapping.
+
+**Asking** (``ask``): in a copy of the read-in workspace, through ``Runtime.run_turn``, so the
+answer sees what the memory kept and nothing an earlier question left. The agent is told the
+day it is asked. The row records the answer, its scores, the evidence recall
+(``agents.evaluation.evidence``) and what the turn cost.
 """
 
 from __future__ import annotations
@@ -24,20 +35,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-from agents.evaluation.configs import Budget, EvalConfig, MeteredModel, agent_for
-from agents.evaluation.dataset import Dataset, Question, Turn, UserHistory
-from agents.evaluation.scoring import match_score
+from agents.evaluation import evidence as ev
+from agents.evaluation.configs import Budget, EvalConfig, MeteredModel, agent_for, instructions_for
+from agents.evaluation.data import Dataset, History, Question, Session, safe_id
+from agents.evaluation.scoring import score_answer
 from agents.runtime.cleanup import compact
-from agents.runtime.events import CleanupDone, ToolStarted, TurnFailed, TurnFinished
+from agents.runtime.events import CleanupDone, ContextReady, ToolFinished, ToolStarted, TurnFailed, TurnFinished
 from memory.compression.cleanup import CleanupStatus
-from memory.messages import Message, ToolCall
+from memory.messages import Message
 from memory.scopes import SessionScope
 from memory.text import storable
 from memory.threads import run_blocking as _io
 from memory.tokens import compute_message_tokens
 
 REPLY_RESERVE = 1024  # tokens full context keeps free for instructions, tools and the answer
+MAPPINGS = ("per-session", "single")
 
 
 class EndpointFailed(Exception):
@@ -52,62 +64,65 @@ def _check_endpoint(model: MeteredModel, doing: str) -> None:
 
 @dataclass
 class RunSetup:
-    """What one run compares: the dataset, the model, the configurations, the token budget."""
+    """What one run compares: the dataset, the model, the configurations, the budget, the mapping."""
 
     dataset: Dataset
     model: Any  # ChatModel
     configs: tuple[EvalConfig, ...]
     budget: Budget = field(default_factory=Budget)
     offline: bool = True
+    mapping: str = "per-session"
+
+    def __post_init__(self) -> None:
+        if self.mapping not in MAPPINGS:
+            raise ValueError(f"unknown mapping {self.mapping!r}; choose {' or '.join(MAPPINGS)}")
 
     def describe(self) -> dict[str, Any]:
         return {
-            "dataset": {
-                "size": self.dataset.size.name,
-                "seed": self.dataset.seed,
-                "fingerprint": self.dataset.fingerprint(),
-                "users": len(self.dataset.users),
-                "sessions_per_user": self.dataset.size.sessions,
-                "turns_per_user": self.dataset.users[0].turn_count,
-                "questions_per_user": len(self.dataset.users[0].questions),
-            },
+            "dataset": self.dataset.describe(),
             "model": self.model.name,
             "offline": self.offline,
             "configs": [c.name for c in self.configs],
             "budget": asdict(self.budget),
+            "mapping": self.mapping,
         }
 
     def key(self) -> str:
         """A short hash of ``describe()``: runs of the same setup share a run directory."""
         return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:8]
 
-
-def session_of(config: EvalConfig, user: str, index: int) -> SessionScope:
-    return SessionScope(f"{user}-all" if not config.cleanup else f"{user}-s{index}")
-
-
-def turn_messages(turn: Turn, *, call_id: str) -> list[Message]:
-    messages = [Message(role="user", content=storable(turn.user))]
-    if turn.tool is not None:
-        call = ToolCall(id=call_id, name=turn.tool.name, arguments_json=json.dumps(turn.tool.arguments))
-        messages.append(Message(role="assistant", content=None, tool_calls=(call,)))
-        messages.append(Message(role="tool", content=storable(turn.tool.result), tool_call_id=call_id, name=call.name))
-    messages.append(Message(role="assistant", content=storable(turn.assistant)))
-    return messages
+    def one_conversation(self, config: EvalConfig) -> bool:
+        return not config.cleanup or self.mapping == "single"
 
 
-def history_tokens(history: UserHistory) -> int:
-    return sum(
-        compute_message_tokens(m)
-        for s in history.sessions
-        for i, t in enumerate(s.turns)
-        for m in turn_messages(t, call_id=f"c{s.index}-{i}")
-    )
+def conversation_of(setup: RunSetup, config: EvalConfig, history: History, session: Session) -> SessionScope:
+    """The Modex conversation a dataset session is read into."""
+    if setup.one_conversation(config):
+        return SessionScope(safe_id(f"{history.id}.all"))
+    return SessionScope(safe_id(f"{history.id}.{session.id}"))
+
+
+def question_conversation(setup: RunSetup, config: EvalConfig, history: History, question: Question) -> SessionScope:
+    """Where ``question`` is asked: the one conversation's next turn, or a new conversation."""
+    if setup.one_conversation(config):
+        return conversation_of(setup, config, history, history.sessions[-1])
+    return SessionScope(safe_id(f"{history.id}.ask.{question.id}"))
+
+
+def session_messages(session: Session) -> list[Message]:
+    return [
+        Message(role=turn.role, content=storable(turn.text), id=turn.message_id, created_at=session.stamp(n))
+        for n, turn in enumerate(session.turns)
+    ]
+
+
+def history_tokens(history: History) -> int:
+    return sum(compute_message_tokens(m) for s in history.sessions for m in session_messages(s))
 
 
 def _services(workspace: Path, model: MeteredModel) -> Any:
     """Memory services over ``workspace``, without the background-task triggers: the benchmark
-    runs the Dream Engine itself, between sessions, instead of queueing it."""
+    runs the Dream Engine itself where the app's background worker would."""
     from agents.runtime.services import build_services
     from agents.tasks import ConsolidationTrigger
     from memory.hooks import MemoryHookPoint
@@ -119,48 +134,87 @@ def _services(workspace: Path, model: MeteredModel) -> Any:
     return services
 
 
-async def ingest(*, history: UserHistory, config: EvalConfig, setup: RunSetup, workspace: Path) -> dict[str, Any]:
-    """Read ``history`` into a fresh ``workspace`` under ``config``; returns what it cost."""
+async def _consolidate(*, services: Any, agent: Any, user: str) -> Any:
     from agents.tasks import dream_engine
 
+    return await dream_engine(services=services).aconsolidate(
+        agent=agent.name, user=user, config=agent.memory_config, force=True
+    )
+
+
+async def conversation_ended(*, services: Any, agent: Any, user: str, session: SessionScope) -> dict[str, int]:
+    """What the memory does when ``user`` leaves conversation ``session`` with ``agent`` (here:
+    when the benchmark moves on to the user's next conversation). The one place for it: today
+    the Dream Engine consolidates the archive into core memory when the agent has core memory
+    on. Returns counts for the run's statistics (``consolidations``, ``core_edits``,
+    ``dream_failures``)."""
+    stats = {"consolidations": 0, "core_edits": 0, "dream_failures": 0}
+    config = agent.memory_config
+    if config.archive_enabled and config.core_enabled:
+        outcome = await _consolidate(services=services, agent=agent, user=user)
+        stats["consolidations"] += 1
+        stats["core_edits"] += len(outcome.applied)
+        stats["dream_failures"] += int(outcome.error is not None)
+    return stats
+
+
+def _add(stats: dict[str, Any], more: dict[str, int]) -> None:
+    for key, value in more.items():
+        stats[key] = stats.get(key, 0) + value
+
+
+async def ingest(*, history: History, config: EvalConfig, setup: RunSetup, workspace: Path) -> dict[str, Any]:
+    """Read ``history`` into a fresh ``workspace`` under ``config``; returns what it cost."""
     model = MeteredModel(setup.model)
     services = _services(workspace, model)
     agent = agent_for(config, setup.budget, model_name=model.name, offline=setup.offline)
     store = services.bundle.messages
     started = time.perf_counter()
-    stats = {"cleanups": 0, "fallback_summaries": 0, "consolidations": 0, "core_edits": 0, "dream_failures": 0}
-    for session in history.sessions:
-        scope = session_of(config, history.user, session.index)
-        for i, turn in enumerate(session.turns):
-            await _io(store.append, scope, turn_messages(turn, call_id=f"call-{session.index}-{i}"))
-            if not config.cleanup:
-                continue
-            head = await _io(store.head, scope)
-            if head.tokens <= agent.memory_config.threshold:
-                continue
-            result = await compact(services=services, session=scope, agent=agent, user_id=history.user, model=model)
-            _check_endpoint(model, f"reading the history of {history.user} in ({config.name})")
-            if result.status is CleanupStatus.COMMITTED:
-                stats["cleanups"] += 1
-                stats["fallback_summaries"] += int(result.fallback_summary)
-        if config.core:
-            # After every session, the last one included: in the app the consolidation its
-            # cleanups queued has run in the background by the time the user asks again.
-            outcome = await dream_engine(services=services).aconsolidate(
-                agent=agent.name, user=history.user, config=agent.memory_config, force=True
-            )
-            _check_endpoint(model, f"consolidating the memory of {history.user} ({config.name})")
-            stats["consolidations"] += 1
-            stats["core_edits"] += len(outcome.applied)
-            stats["dream_failures"] += int(outcome.error is not None)
+    stats: dict[str, Any] = {
+        "conversations": 0, "cleanups": 0, "fallback_summaries": 0, "consolidations": 0, "core_edits": 0,
+        "dream_failures": 0,
+    }
+    doing = f"reading the history of {history.id} in ({config.name})"
+    for position, session in enumerate(history.sessions):
+        scope = conversation_of(setup, config, history, session)
+        for message in session_messages(session):
+            if config.cleanup and message.role == "assistant":
+                await _cleanup(services=services, scope=scope, agent=agent, user=history.id, model=model, stats=stats)
+                _check_endpoint(model, doing)
+            await _io(store.append, scope, [message])
+        if not setup.one_conversation(config):
+            stats["conversations"] += 1
+            _add(stats, await conversation_ended(services=services, agent=agent, user=history.id, session=scope))
+            _check_endpoint(model, doing)
+    if setup.one_conversation(config):
+        stats["conversations"] = 1
     calls, prompt, completion = model.snapshot()
     stats.update(model_calls=calls, prompt_tokens=prompt, completion_tokens=completion)
     stats["wall_s"] = round(time.perf_counter() - started, 3)
     return stats
 
 
+async def _cleanup(*, services: Any, scope: SessionScope, agent: Any, user: str, model: Any, stats: dict) -> None:
+    """What the runtime's cleanup hook does before a model step, and the consolidation the app
+    queues after a cleanup that wrote an archive document."""
+    head = await _io(services.bundle.messages.head, scope)
+    if head.tokens <= agent.memory_config.threshold:
+        return
+    result = await compact(services=services, session=scope, agent=agent, user_id=user, model=model)
+    if result.status is not CleanupStatus.COMMITTED:
+        return
+    stats["cleanups"] += 1
+    stats["fallback_summaries"] += int(result.fallback_summary)
+    config = agent.memory_config
+    if result.archive_document_id is not None and config.core_enabled:
+        outcome = await _consolidate(services=services, agent=agent, user=user)
+        stats["consolidations"] += 1
+        stats["core_edits"] += len(outcome.applied)
+        stats["dream_failures"] += int(outcome.error is not None)
+
+
 async def ask(
-    *, question: Question, config: EvalConfig, setup: RunSetup, snapshot: Path, scratch: Path
+    *, question: Question, history: History, config: EvalConfig, setup: RunSetup, snapshot: Path, scratch: Path
 ) -> dict[str, Any]:
     """Ask ``question`` in a copy of ``snapshot`` through the runtime; the row of the result."""
     from agents.runtime.loop import Runtime
@@ -171,11 +225,11 @@ async def ask(
     try:
         model = MeteredModel(setup.model)
         services = _services(scratch, model)
-        agent = agent_for(config, setup.budget, model_name=model.name, offline=setup.offline)
-        session = session_of(config, question.user, setup.dataset.size.sessions - 1)
-        runtime = Runtime(services=services)
+        text = instructions_for(user_name=history.user_name, assistant_name=history.assistant_name, today=question.date)
+        agent = agent_for(config, setup.budget, model_name=model.name, offline=setup.offline, instructions=text)
+        session = question_conversation(setup, config, history, question)
         started = time.perf_counter()
-        turn = runtime.run_turn(agent=agent, user_id=question.user, session=session, text=question.text)
+        turn = Runtime(services=services).run_turn(agent=agent, user_id=history.id, session=session, text=question.text)
         events = [event async for event in turn]
         wall = time.perf_counter() - started
     finally:
@@ -186,18 +240,32 @@ async def ask(
     final = finished[-1].message if finished else None
     answer = (final.content or "") if final is not None else ""
     calls, prompt, completion = model.snapshot()
+    contexts = [e.context for e in events if isinstance(e, ContextReady) and e.context is not None]
+    outputs = [(e.call.name, e.content) for e in events if isinstance(e, ToolFinished)]
+    turns = history.turns_by_id()
+    found = ev.locate(
+        [turns[t] for t in question.evidence],
+        first=ev.sight_of_context(contexts[0]) if contexts else None,
+        later=[*(ev.sight_of_context(c) for c in contexts[1:]), ev.sight_of_tools(outputs)],
+    )
+    recall = ev.shares(found)
     return {
         "config": config.name,
         "question": question.id,
-        "user": question.user,
-        "kind": question.kind,
+        "history": history.id,
+        "category": question.category,
         "text": question.text,
-        "expected": question.expected,
+        "expected": question.answer,
         "stale": question.stale,
         "answer": answer,
         "reasoning": ((final.reasoning_content or "") if final is not None else "")[:300],
-        "correct": match_score(question, answer) if not failed else False,
+        "score": 0.0 if failed else score_answer(setup.dataset.kind, question, answer),
         "error": failed[-1].error if failed else None,
+        "evidence": [f.as_dict() for f in found],
+        "in_context": recall["in_context"],
+        "reachable": recall["reachable"],
+        "tiers": recall["tiers"],
+        "context_tokens": contexts[0].total_tokens if contexts else None,
         "tokens_sent": prompt,
         "completion_tokens": completion,
         "model_calls": calls,

@@ -1,4 +1,10 @@
-"""The recall benchmark's tables: per configuration and question kind, markdown and JSON."""
+"""The recall benchmark's report: per configuration and category, as JSON and markdown.
+
+The JSON (``FORMAT``) is what the results page (``/evaluation/``) and ``--compare`` read:
+``setup``, ``summary`` (one entry per configuration and category, plus ``all`` over the
+dataset's headline categories), ``differences`` (each configuration against the next, paired
+bootstrap), ``ingest`` (what reading the histories in cost) and ``answers`` (every row).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +12,17 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from agents.evaluation.configs import CONFIGS
-from agents.evaluation.dataset import KINDS
+from agents.evaluation.evidence import TIERS
+from agents.evaluation.scoring import SCORE_NAMES
+from agents.evaluation.stats import config_pairs, differences, mean_interval
 
+FORMAT = "modex-memory-eval/2"
 LABELS = {c.name: c.label for c in CONFIGS}
 ALL = "all"
 OFFLINE_NOTE = " (the built-in offline model: deterministic, no language understanding)"
@@ -26,40 +35,69 @@ def _p(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def _mean(values: Iterable[float]) -> float | None:
-    values = list(values)
+def _mean(values: Iterable[float | None]) -> float | None:
+    values = [v for v in values if v is not None]
     return statistics.fmean(values) if values else None
 
 
-def summarize(rows: list[dict[str, Any]], configs: list[str]) -> list[dict[str, Any]]:
-    """One entry per configuration and kind (and ``all`` kinds), in table order."""
+def _interval(rows: list[dict[str, Any]], value: Callable[[dict[str, Any]], float | None], repeats: int) -> list | None:
+    """The 95% interval of the per-repeat means of ``value`` (None with one repeat)."""
+    if repeats < 2:
+        return None
+    means = [_mean(value(r) for r in rows if r.get("repeat", 1) == n) for n in range(1, repeats + 1)]
+    means = [m for m in means if m is not None]
+    if len(means) < 2:
+        return None
+    _, low, high = mean_interval(means)
+    return [low, high]
+
+
+def _field(name: str) -> Callable[[dict[str, Any]], float | None]:
+    return lambda row: None if row.get(name) is None else float(row[name])
+
+
+def summarize(rows: list[dict[str, Any]], setup: dict[str, Any], repeats: int = 1) -> list[dict[str, Any]]:
+    """One entry per configuration and category (and ``all``), in table order."""
+    data = setup["dataset"]
     out = []
-    for config in configs:
-        for kind in (*KINDS, ALL):
-            group = [r for r in rows if r["config"] == config and (kind == ALL or r["kind"] == kind)]
+    for config in setup["configs"]:
+        for category in (*data["categories"], ALL):
+            keep = data["headline"] if category == ALL else (category,)
+            group = [r for r in rows if r["config"] == config and r["category"] in keep]
             if not group:
                 continue
             answered = [r for r in group if "skipped" not in r]
-            judged = [r for r in answered if r.get("judge_correct") is not None]
+            with_evidence = [r for r in answered if r.get("in_context") is not None]
+            judged = [r for r in answered if r.get("judge") is not None]
             walls = [r["wall_s"] for r in answered]
+            tiers = {
+                tier: statistics.fmean(r["tiers"].get(tier, 0.0) for r in with_evidence)
+                for tier in TIERS if with_evidence and any(tier in r["tiers"] for r in with_evidence)
+            }
             out.append(
                 {
                     "config": config,
                     "label": LABELS.get(config, config),
-                    "kind": kind,
-                    "questions": len(group),
+                    "category": category,
+                    "questions": len({r["question"] for r in group}),
                     "answered": len(answered),
                     "skipped": len(group) - len(answered),
                     "skip_reason": next((r["skipped"] for r in group if "skipped" in r), None),
-                    "correct": sum(1 for r in answered if r["correct"]),
-                    "accuracy": sum(1 for r in answered if r["correct"]) / len(answered) if answered else None,
-                    "judge_accuracy": (
-                        sum(1 for r in judged if r["judge_correct"]) / len(judged) if judged else None
-                    ),
+                    "evidence_questions": len(with_evidence),
+                    "in_context": _mean(r["in_context"] for r in with_evidence),
+                    "in_context_ci": _interval(with_evidence, _field("in_context"), repeats),
+                    "reachable": _mean(r["reachable"] for r in with_evidence),
+                    "reachable_ci": _interval(with_evidence, _field("reachable"), repeats),
+                    "tiers": tiers,
+                    "score": _mean(r["score"] for r in answered),
+                    "score_ci": _interval(answered, _field("score"), repeats),
+                    "judge": _mean(float(r["judge"]) for r in judged),
+                    "judge_ci": _interval(judged, _field("judge"), repeats),
+                    "judged": len(judged),
                     "errors": sum(1 for r in answered if r.get("error")),
                     "tokens_sent": _mean(r["tokens_sent"] for r in answered),
+                    "context_tokens": _mean(r.get("context_tokens") for r in answered),
                     "model_calls": _mean(r["model_calls"] for r in answered),
-                    "wall_s_mean": _mean(walls),
                     "wall_s_p50": _p(walls, 0.5),
                     "wall_s_p95": _p(walls, 0.95),
                 }
@@ -67,125 +105,51 @@ def summarize(rows: list[dict[str, Any]], configs: list[str]) -> list[dict[str, 
     return out
 
 
-def _ingest_totals(ingests: dict[str, dict[str, Any]], configs: list[str]) -> dict[str, dict[str, Any]]:
+def _ingest_totals(ingests: dict[str, dict[str, Any]], configs: list[str], repeats: int) -> dict[str, dict[str, Any]]:
+    """Per configuration, summed over histories and averaged over repeats."""
     totals: dict[str, dict[str, Any]] = {}
     for key, stats in ingests.items():
-        config = key.split("/", 1)[1]
-        into = totals.setdefault(config, {"users": 0})
-        into["users"] += 1
+        config = key.rsplit("/", 1)[1]
+        into = totals.setdefault(config, {"histories": 0})
+        into["histories"] += 1
         for name, value in stats.items():
-            into[name] = round(into.get(name, 0) + value, 3)
-    return {c: totals[c] for c in configs if c in totals}
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.0f}%"
-
-
-def _num(value: float | None, digits: int = 0) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}"
-
-
-def _ms(value: float | None) -> str:
-    return "–" if value is None else f"{1000 * value:,.0f} ms"
-
-
-def render_markdown(report: dict[str, Any]) -> str:
-    setup = report["setup"]
-    data = setup["dataset"]
-    configs = setup["configs"]
-    summary = report["summary"]
-    judge = any(s["judge_accuracy"] is not None for s in summary)
-    by = {(s["config"], s["kind"]): s for s in summary}
-    lines = [
-        "# Recall benchmark (`manage.py memory_eval`)",
-        "",
-        f"Model `{setup['model']}`{OFFLINE_NOTE if setup['offline'] else ''}; dataset `{data['size']}` "
-        f"(seed {data['seed']}, fingerprint {data['fingerprint']}): {data['users']} user(s), each with "
-        f"{data['sessions_per_user']} sessions ({data['turns_per_user']} turns) and "
-        f"{data['questions_per_user']} questions. Window {setup['budget']['context_window']} tokens; "
-        f"cleanups at {setup['budget']['threshold']} tokens keeping {setup['budget']['keep']}. "
-        f"Generated {report['generated_at']}"
-        + ("." if report["complete"] else f"; **incomplete**: {report['answered']} of {report['expected']} answers."),
-        "",
-        "## Accuracy by kind",
-        "",
-        "| kind | " + " | ".join(LABELS.get(c, c) for c in configs) + " |",
-        "| --- |" + " ---: |" * len(configs),
-    ]
-    for kind in (*KINDS, ALL):
-        cells = []
-        for config in configs:
-            s = by.get((config, kind))
-            if s is None:
-                cells.append("–")
-            elif not s["answered"]:
-                cells.append("does not fit")
-            else:
-                cells.append(f"{_pct(s['accuracy'])} ({s['correct']}/{s['answered']})")
-        lines.append(f"| {'**all**' if kind == ALL else kind} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "## Per configuration and kind",
-        "",
-        "| configuration | kind | questions | accuracy |"
-        + (" judge |" if judge else "")
-        + " tokens sent / answer | model calls / answer | wall p50 | wall p95 |",
-        "| --- | --- | ---: | ---: |" + (" ---: |" if judge else "") + " ---: | ---: | ---: | ---: |",
-    ]
-    for s in summary:
-        if not s["answered"]:
-            row = f"| {s['label']} | {s['kind']} | {s['questions']} | skipped: {s['skip_reason']} |"
-            lines.append(row + (" |" if judge else "") + " | | | |")
-            continue
-        lines.append(
-            f"| {s['label']} | {'**all**' if s['kind'] == ALL else s['kind']} | {s['answered']} "
-            f"| {_pct(s['accuracy'])} |"
-            + (f" {_pct(s['judge_accuracy'])} |" if judge else "")
-            + f" {_num(s['tokens_sent'])} | {_num(s['model_calls'], 2)} |"
-            + f" {_ms(s['wall_s_p50'])} | {_ms(s['wall_s_p95'])} |"
-        )
-    if report["ingest"]:
-        lines += [
-            "",
-            "## Reading the histories in (per configuration, all users)",
-            "",
-            "| configuration | cleanups | fallback summaries | consolidations | core edits | model calls "
-            "| tokens sent | wall |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for config, t in report["ingest"].items():
-            lines.append(
-                f"| {LABELS.get(config, config)} | {t.get('cleanups', 0)} | {t.get('fallback_summaries', 0)} | "
-                f"{t.get('consolidations', 0)} | {t.get('core_edits', 0)} | {t.get('model_calls', 0)} | "
-                f"{_num(t.get('prompt_tokens', 0))} | {_num(t.get('wall_s', 0), 1)} s |"
-            )
-    lines += [
-        "",
-        "Scoring: normalized match on the planted value (the replaced value must not appear for updated facts; "
-        "\"not told\" needs an answer saying it does not know)"
-        + ("; judge: the model's CORRECT/WRONG verdict." if judge else ".")
-        + " Tokens sent: prompt tokens of every model call of the answering turn. Wall: the whole turn.",
-        "",
-    ]
-    return "\n".join(lines)
+            into[name] = into.get(name, 0) + value
+    done = {c: totals[c] for c in configs if c in totals}
+    for entry in done.values():
+        for name, value in list(entry.items()):
+            entry[name] = round(value / repeats, 3)
+    return done
 
 
 def build_report(
-    *, setup: dict[str, Any], rows: list[dict[str, Any]], ingests: dict[str, dict[str, Any]], complete: bool
+    *, setup: dict[str, Any], rows: list[dict[str, Any]], ingests: dict[str, dict[str, Any]], complete: bool,
+    repeats: int = 1, wall_s: float = 0.0,
 ) -> dict[str, Any]:
+    data = setup["dataset"]
     configs = setup["configs"]
-    expected = len(configs) * setup["dataset"]["users"] * setup["dataset"]["questions_per_user"]
     return {
+        "format": FORMAT,
         "setup": setup,
+        "repeats": repeats,
         "generated_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "wall_s": round(wall_s, 1),
         "complete": complete,
         "answered": len(rows),
-        "expected": expected,
-        "summary": summarize(rows, configs),
-        "ingest": _ingest_totals(ingests, configs),
+        "expected": len(configs) * data["questions"] * repeats,
+        "score_name": SCORE_NAMES[data["kind"]],
+        "summary": summarize(rows, setup, repeats),
+        "differences": differences(
+            rows, rows, pairs=config_pairs(configs), categories=(), headline=data["headline"]
+        ) if complete else [],
+        "ingest": _ingest_totals(ingests, configs, repeats),
         "answers": rows,
     }
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    from agents.evaluation.report_text import markdown
+
+    return markdown(report)
 
 
 def _write(path: Path, text: str) -> None:
@@ -196,10 +160,11 @@ def _write(path: Path, text: str) -> None:
 
 
 def write_report(
-    *, out: Path, setup: dict[str, Any], rows: list[dict[str, Any]], ingests: dict[str, dict[str, Any]], complete: bool
+    *, out: Path, setup: dict[str, Any], rows: list[dict[str, Any]], ingests: dict[str, dict[str, Any]], complete: bool,
+    repeats: int = 1, wall_s: float = 0.0,
 ) -> dict[str, Any]:
     """Write ``out``.md and ``out``.json (atomically) and return the report."""
-    report = build_report(setup=setup, rows=rows, ingests=ingests, complete=complete)
+    report = build_report(setup=setup, rows=rows, ingests=ingests, complete=complete, repeats=repeats, wall_s=wall_s)
     _write(out.with_suffix(".json"), json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     _write(out.with_suffix(".md"), render_markdown(report))
     return report

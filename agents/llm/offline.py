@@ -239,13 +239,24 @@ class OfflineChatModel:
 
     @staticmethod
     def _about(profile: str, known: str, others: list[tuple[str, str]]) -> Plan:
-        lines = facts.lines_of(profile) + facts.lines_of(known)
-        seen = {line.lower() for line in lines}
+        # Core memory's lines first, each once; then facts found elsewhere (newest first), only
+        # clean normalised lines, and a single-valued fact (name, home) only if none is known yet.
+        lines: list[str] = []
+        seen: set[str] = set()
+        for line in facts.lines_of(profile) + facts.lines_of(known):
+            if facts.normalize(line) not in seen:
+                seen.add(facts.normalize(line))
+                lines.append(line)
+        kinds = {f.kind for line in lines for f in facts.extract_facts(line) if f.single_valued}
         for _, text in others:
             for fact in facts.extract_facts(text):
-                if fact.text.lower() not in seen and fact.file != facts.SOUL_FILE:
-                    seen.add(fact.text.lower())
-                    lines.append(fact.text)
+                if fact.file == facts.SOUL_FILE or facts.normalize(fact.text) in seen:
+                    continue
+                if fact.single_valued and fact.kind in kinds:
+                    continue
+                seen.add(facts.normalize(fact.text))
+                kinds.update({fact.kind} if fact.single_valued else set())
+                lines.append(fact.text)
         if not lines:
             return Plan(
                 "Core memory and the context hold nothing about the user.",

@@ -11,6 +11,10 @@ archive was on); a document without user messages falls back to its whole summar
 
 "forget that X" / "forget X" removes the current line that mentions X; "I no longer like X" /
 "I don't like X anymore" removes "Likes X". Such sentences are not mined for facts.
+
+A move ("I moved from Lisbon to Porto", "I'm no longer in Lisbon") updates "Lives in …" to the new
+place and keeps the old one as "Previously lived in Lisbon" (``offline_facts``). Each edit names the
+message it came from (``seq``), so the Dream Engine dates it by when it was said.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from agents.llm.offline_summary import existing_core
 
 _DOCUMENT = re.compile(r"<archive_document\b(?P<attrs>[^>]*)>(?P<body>.*?)</archive_document>", re.DOTALL)
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
-_USER_MESSAGE = re.compile(r'<message\b[^>]*\brole="user"[^>]*>(?P<text>.*?)</message>', re.DOTALL)
+_USER_MESSAGE = re.compile(r'<message\b(?P<attrs>[^>]*\brole="user"[^>]*)>(?P<text>.*?)</message>', re.DOTALL)
 _SUMMARY = re.compile(r"<summary\b[^>]*>(?P<text>.*?)</summary>", re.DOTALL)
 _FORGET = re.compile(r"\bforget(?:\s+that|\s+about)?\s+(?P<v>[^\n.!?]+)", re.IGNORECASE)
 _NO_LONGER = re.compile(
@@ -54,22 +58,27 @@ def _matching_line(lines: list[str], target: str) -> str | None:
     return hits[0] if hits else None
 
 
-def _documents(text: str) -> list[tuple[str, str]]:
-    """``(id, evidence text)`` per document, in the order shown (oldest first)."""
+def _documents(text: str) -> list[tuple[str, list[tuple[str, int | None]]]]:
+    """``(id, [(evidence, message seq)])`` per document, in the order shown (oldest first)."""
     out = []
     for match in _DOCUMENT.finditer(text):
         attrs = dict(_ATTR.findall(match.group("attrs")))
         body = match.group("body")
-        said = [html.unescape(m.group("text")) for m in _USER_MESSAGE.finditer(body)]
+        said: list[tuple[str, int | None]] = []
+        for message in _USER_MESSAGE.finditer(body):
+            seq = dict(_ATTR.findall(message.group("attrs"))).get("seq")
+            said.append((html.unescape(message.group("text")), int(seq) if seq and seq.isdigit() else None))
         summary = _SUMMARY.search(body)
         if summary is not None:
             # What the summary says it learned is older than the messages beside it (it may
             # stem from before the archive was on): read first, so what the user said wins.
             text = html.unescape(summary.group("text"))
             learned = [line.strip("- ").strip() for line in _learned(text)]
-            said = [*(f"{line}." for line in learned if line and line != "(none)"), *said] if said else [text]
+            first = said[0][1] if said else None
+            said = [*((f"{line}.", first) for line in learned if line and line != "(none)"), *said] if said else [
+                (text, None)]
         if "id" in attrs:
-            out.append((html.unescape(attrs["id"]), "\n".join(said)))
+            out.append((html.unescape(attrs["id"]), said))
     return out
 
 
@@ -106,30 +115,52 @@ def build_document_consolidation(everything: str) -> str:
         edits.append(edit)
 
     for source, evidence in _documents(everything):
-        for sentence in facts.sentences(evidence):
-            forget = _FORGET.search(sentence)
-            dislike = _NO_LONGER.search(sentence)
-            if forget or dislike:
-                if forget:
-                    target = facts.clean_value(forget.group("v"), cut_clauses=False)
-                    for file in (facts.USER_FILE, facts.MEMORY_FILE):
-                        line = _matching_line(state[file], target)
-                        if line is not None:
-                            emit({"file": file, "action": "remove", "old": line, "source": source})
-                            break
-                else:
-                    target = f"{dislike.group('verb')}s {facts.clean_value(dislike.group('v'))}"
-                    line = _matching_line(state[facts.USER_FILE], target)
-                    if line is not None:
-                        emit({"file": facts.USER_FILE, "action": "remove", "old": line, "source": source})
-                continue
-            for fact in facts.extract_facts(sentence):
-                lines = state[fact.file]
-                if fact.text.lower() in (line.lower() for line in lines):
-                    continue
-                old = next((line for line in lines if fact.single_valued and _same_kind(line, fact)), None)
-                if old is not None:
-                    emit({"file": fact.file, "action": "update", "old": old, "text": fact.text, "source": source})
-                else:
-                    emit({"file": fact.file, "action": "add", "text": fact.text, "source": source})
+        for text, seq in evidence:
+            for sentence in facts.sentences(text):
+                _consolidate_sentence(sentence, source, seq, state, emit)
     return json.dumps({"edits": edits}, ensure_ascii=False, indent=2)
+
+
+def _consolidate_sentence(sentence: str, source: str, seq: int | None, state: dict[str, list[str]], emit) -> None:
+    def edit(**fields: str) -> None:
+        fields["source"] = source
+        if seq is not None:
+            fields["seq"] = seq
+        emit(fields)
+
+    forget = _FORGET.search(sentence)
+    dislike = _NO_LONGER.search(sentence)
+    if forget or dislike:
+        if forget:
+            target = facts.clean_value(forget.group("v"), cut_clauses=False)
+            for file in (facts.USER_FILE, facts.MEMORY_FILE):
+                line = _matching_line(state[file], target)
+                if line is not None:
+                    edit(file=file, action="remove", old=line)
+                    break
+        else:
+            target = f"{dislike.group('verb')}s {facts.clean_value(dislike.group('v'))}"
+            line = _matching_line(state[facts.USER_FILE], target)
+            if line is not None:
+                edit(file=facts.USER_FILE, action="remove", old=line)
+        return
+    found = facts.extract_facts(sentence)
+    # The new home first: "Lives in Lisbon" becomes "Lives in Porto", then Lisbon is the past.
+    found.sort(key=lambda fact: fact.kind == "past_location")
+    homes = {facts.normalize(f.value) for f in found if f.kind == "location"}
+    for fact in found:
+        lines = state[fact.file]
+        if facts.normalize(fact.text) in (facts.normalize(line) for line in lines):
+            continue
+        if fact.kind == "past_location":
+            if facts.normalize(fact.value) in homes:
+                continue  # "moved to Porto, no longer in Porto": nothing sensible to keep
+            current = next((line for line in lines if facts.normalize(line) == f"lives in {facts.normalize(fact.value)}"),
+                           None)
+            if current is not None:  # "no longer in Lisbon": the current home line goes
+                edit(file=fact.file, action="remove", old=current)
+        old = next((line for line in lines if fact.single_valued and _same_kind(line, fact)), None)
+        if old is not None:
+            edit(file=fact.file, action="update", old=old, text=fact.text)
+        else:
+            edit(file=fact.file, action="add", text=fact.text)

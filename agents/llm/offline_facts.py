@@ -5,6 +5,16 @@ Lyon", "I prefer tea", "remember that the deploy is on Friday", "we decided to u
 in the normalised form this module writes to core memory and summaries ("Name: Sam", "Lives in
 Lyon", "Prefers tea", "Decided: use SQLite"), so a fact survives a round trip through USER.md,
 a compact summary or an archive document and is still found.
+
+Where the user lives is read by a small grammar rather than one pattern per phrasing: a subject
+(``I``, ``we``, ``my wife and I`` …), any adverbs (``recently``, ``just``, ``now`` …), then a verb
+of moving (``moved``, ``relocated``, ``have moved`` …) followed by its places in any order
+(``from X``, ``out of X`` name the old place; ``to Y``, ``back to Y``, ``over to Y`` the new one),
+or a verb of living (``live``, ``am based``, ``reside`` …) with ``in Y``, negated or not (``no
+longer``, ``don't … any more``: then Y is a past place). The new place is the ``location``
+("Lives in Porto"); the old one is kept as ``past_location`` ("Previously lived in Lisbon"), so
+the newer value wins and the older is not lost. A place ends at the next preposition, a time
+phrase ("last year", "in 2021"), a quote or the end of the clause.
 """
 
 from __future__ import annotations
@@ -21,8 +31,8 @@ SOUL_FILE = "SOUL.md"
 #: Core memory section tags (ARCHITECTURE.md, context assembly), fixed names.
 CORE_TAGS = {"your_identity": SOUL_FILE, "user_profile": USER_FILE, "known_facts": MEMORY_FILE}
 
-# A value runs to the end of its clause.
-_V = r"(?P<v>[^\n.;!?]+)"
+# A value runs to the end of its clause (a double quote ends it too: quoted text is not the value).
+_V = r"(?P<v>[^\n.;!?\"\u201c\u201d]+)"
 _CLAUSE_CUT = re.compile(r",|\s+(?:and|but|because|so|although|though|which)\s+", re.IGNORECASE)
 # Lists are kept in preferences and decisions ("tea and biscuits"), only asides are cut.
 _SOFT_CUT = re.compile(r",|\s+(?:but|because|although|though|since)\s+", re.IGNORECASE)
@@ -43,6 +53,18 @@ class Fact:
         """A newer fact of this kind replaces the older one instead of adding to it."""
         return self.kind in ("name", "location", "identity")
 
+    @property
+    def key(self) -> str:
+        """What two facts must share to be the same fact: the kind for a single-valued one,
+        else the normalised line."""
+        return self.kind if self.single_valued else normalize(self.text)
+
+
+def normalize(line: str) -> str:
+    """A line compared the way a reader would: no bullet, quotes, case, spacing or final stop."""
+    line = re.sub(r"^[\s\-*+]*(?:\d+[.)]\s+)?", "", line or "")
+    return " ".join(line.split()).strip(_QUOTES).casefold().rstrip(".;,!")
+
 
 def _p(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE | re.MULTILINE)
@@ -56,15 +78,14 @@ _FACT_PATTERNS: tuple[tuple[str, str, re.Pattern[str], str], ...] = (
     ("name", USER_FILE, _p(r"\b(?:my name is|my name's|call me|i am called|i'm called)\s+" + _V), "Name: {v}"),
     ("name", USER_FILE, _p(r"\b(?:the user's|user's) name (?:is|:)\s*" + _V), "Name: {v}"),
     ("name", USER_FILE, _p(r"^[\s\-*]*(?:user )?name\s*:\s*" + _V), "Name: {v}"),
-    (
-        "location",
-        USER_FILE,
-        _p(r"\b(?:i live|i'm living|i am living|i now live|i moved|i've moved|i have moved) (?:in|to)\s+" + _V),
-        "Lives in {v}",
-    ),
-    ("location", USER_FILE, _p(r"\bi(?:'m| am) (?:based|located) in\s+" + _V), "Lives in {v}"),
     ("location", USER_FILE, _p(r"(?:^[\s\-*]*|\b(?:the )?user )lives in\s+" + _V), "Lives in {v}"),
     ("location", USER_FILE, _p(r"^[\s\-*]*location\s*:\s*" + _V), "Lives in {v}"),
+    (
+        "past_location",
+        USER_FILE,
+        _p(r"(?:^[\s\-*]*|\b(?:the )?user )(?:previously|formerly|used to) (?:lived|live) in\s+" + _V),
+        "Previously lived in {v}",
+    ),
     ("preference", USER_FILE, _p(r"\bi (?:really )?prefer\s+" + _V), "Prefers {v}"),
     ("preference", USER_FILE, _p(r"\bi (?:really )?(?:like|love|enjoy)\s+" + _V), "Likes {v}"),
     ("preference", USER_FILE, _p(r"(?:^[\s\-*]*|\b(?:the )?user )(prefers|likes)\s+" + _V), "{verb} {v}"),
@@ -85,6 +106,108 @@ _FACT_PATTERNS: tuple[tuple[str, str, re.Pattern[str], str], ...] = (
         "User's {attr} is {v}",
     ),
 )
+
+# -- where the user lives: a small grammar (see the module docstring) ----------------------------
+
+_SUBJECT = (r"(?:i|we|my (?:wife|husband|partner|family|girlfriend|boyfriend|parents|kids|children|fiancée?)"
+            r"(?: and i)?|me and my \w+|the family and i)")
+_ADVERBS = (r"(?:\s+(?:recently|just|finally|now|also|already|eventually|then|actually|officially|since|"
+            r"have|has|had|'ve|'d|'re|'m|am|are|been|all|both))*")
+_MOVING = r"(?:moved|relocated|moving|relocating|move|relocate|emigrated|emigrating|went back|came back)"
+_LIVING = r"(?:live|living|lived|reside|residing|resided|based|located|settled|staying for good)"
+_NEGATION = re.compile(r"\b(?:no longer|not|n't|never)\b", re.IGNORECASE)
+#: Where each preposition puts its place: the new home or the old one.
+_PLACE_ROLES: tuple[tuple[str, str], ...] = (
+    ("away from", "old"), ("out of", "old"), ("from", "old"),
+    ("back to", "new"), ("over to", "new"), ("down to", "new"), ("up to", "new"), ("to", "new"),
+    ("into", "new"), ("in", "new"), ("at", "new"),
+)
+_PREPOSITION = "|".join(re.escape(word) for word, _ in _PLACE_ROLES)
+_MOVE = re.compile(rf"\b{_SUBJECT}(?:'ve|'d|'re|'m)?{_ADVERBS}\s+{_MOVING}\b(?P<rest>[^\n.;!?]*)", re.IGNORECASE)
+_LIVE = re.compile(rf"\b(?P<head>{_SUBJECT}(?:'ve|'d|'re|'m)?(?:\s+(?:do not|don't|no longer|not|never|"
+                   rf"now|currently|still|actually|also|am|are|have|'ve|been|now))*)\s+{_LIVING}\s+"
+                   rf"(?:in|at)\s+(?P<rest>[^\n.;!?,]*)", re.IGNORECASE)
+_NO_LONGER_IN = re.compile(r"\b(?:no longer|not)\s+(?:in|at)\s+(?P<rest>[^\n.;!?]*)", re.IGNORECASE)
+_PLACE_CUT = re.compile(
+    rf"\s+(?:{_PREPOSITION}|and|but|because|so|since|when|after|before|for|with|where|which|as|"
+    r"last|this|next|a (?:year|month|week)|(?:two|three|four|five|a few|several) (?:years?|months?|weeks?)|"
+    r"any ?more|now|recently|ago|on|by|during|until)\b|,|[\"\u201c\u201d]|\s+\d",
+    re.IGNORECASE,
+)
+_TIME_WORDS = frozenset({"january", "february", "march", "april", "may", "june", "july", "august", "september",
+                         "october", "november", "december", "spring", "summer", "autumn", "fall", "winter",
+                         "the", "time", "order", "case", "general", "fact", "total", "person", "between"})
+_NOT_A_PLACE = frozenset({"it", "them", "there", "here", "home", "work", "bed", "school", "a", "an", "the", "my",
+                          "our", "your", "this", "that", "house", "flat", "apartment", "office", "town"})
+
+
+def _place(text: str) -> str:
+    """The place at the start of ``text``, up to the next preposition, time phrase or clause end."""
+    value = _PLACE_CUT.split(text.strip(), maxsplit=1)[0]
+    value = clean_value(value, cut_clauses=False)
+    value = _TRAILING_TIME.sub("", value).strip()
+    words = value.split()
+    if not words or words[0].lower() in _NOT_A_PLACE and len(words) == 1 or len(words) > 5:
+        return ""
+    if words[0][:1].isdigit() or (words[0].lower() in _TIME_WORDS and len(words) <= 2 and
+                                  words[0].lower() not in ("the",)):
+        return ""  # "in 2020", "in May", "in spring": a time, not a place
+    if words[0].lower() in ("the", "a", "an") and len(words) > 1 and not words[1][:1].isupper():
+        return ""  # "to the office", "in a flat": not a home town
+    return value
+
+
+_LEAD_WORDS = frozenset({"recently", "just", "finally", "permanently", "eventually", "all", "the", "way", "last",
+                         "this", "year", "month", "week", "spring", "summer", "autumn", "winter", "fall", "in",
+                         "house", "home", "abroad", "again", "out", "away", "back", "over"})
+
+
+def _places(rest: str) -> list[tuple[int, str, str]]:
+    """``(offset, role, place)`` for each preposition phrase at the top of ``rest`` (the verb's
+    own: "moved the meeting to Friday" moves no one's home)."""
+    found = []
+    matches = list(re.finditer(rf"(?:^|\s)(?P<prep>{_PREPOSITION})\s+", rest, re.IGNORECASE))
+    if matches:
+        lead = re.findall(r"[\w']+", rest[: matches[0].start()].lower())
+        if any(word not in _LEAD_WORDS and not word.isdigit() for word in lead):
+            return []
+    for match in matches:
+        role = dict(_PLACE_ROLES)[match.group("prep").lower()]
+        place = _place(rest[match.end():])
+        if place:
+            found.append((match.start(), role, place))
+    return found
+
+
+def _homes(sentence: str) -> list[tuple[int, int, Fact]]:
+    """Where the user lives now and lived before, from ``sentence``: ``(start, end, fact)``."""
+    out: list[tuple[int, int, Fact]] = []
+
+    def add(start: int, end: int, role: str, place: str) -> None:
+        if role == "new":
+            out.append((start, end, Fact("location", USER_FILE, f"Lives in {place}", place)))
+        else:
+            out.append((start, end, Fact("past_location", USER_FILE, f"Previously lived in {place}", place)))
+
+    for match in _MOVE.finditer(sentence):
+        places = _places(match.group("rest"))
+        news = [p for p in places if p[1] == "new"]
+        for _, role, place in places:
+            if role == "old" or place == news[-1][2]:  # several "to"s: the last is where they ended up
+                add(match.start(), match.end(), role, place)
+    for match in _LIVE.finditer(sentence):
+        rest = match.group("rest")
+        place = _place(rest)
+        if place:
+            negated = bool(_NEGATION.search(match.group("head"))) or bool(
+                re.search(r"\bany ?more\b", rest, re.IGNORECASE))
+            add(match.start(), match.end(), "old" if negated else "new", place)
+    for match in _NO_LONGER_IN.finditer(sentence):
+        place = _place(match.group("rest"))
+        if place:
+            add(match.start(), match.end(), "old", place)
+    return out
+
 
 _REMEMBER = _p(r"\bremember(?:\s+that\b|\s*:)\s*(?P<v>[^\n]+)")
 _QUESTION_START = _p(r"^\s*(?:do|did|can|could|will|would|you|what|who|where|when|why|how)\b")
@@ -119,6 +242,10 @@ def _match_facts(sentence: str) -> list[Fact]:
     """Every fact in one sentence, in order; a span claimed by one pattern is not reused."""
     found: list[tuple[int, Fact]] = []
     claimed: list[tuple[int, int]] = []
+    for start, end, fact in _homes(sentence):
+        if not any(f.text == fact.text for _, f in found):
+            found.append((start, fact))
+        claimed.append((start, end))
     for kind, file, pattern, template in _FACT_PATTERNS:
         for match in pattern.finditer(sentence):
             groups = match.groupdict()
@@ -160,14 +287,20 @@ def remembered(text: str) -> str | None:
     return None
 
 
-def fact_to_remember(text: str) -> Fact:
-    """What "remember that ``text``" stores: a user-profile fact when it is one, else a note
-    for MEMORY.md (the text as given)."""
+def facts_to_remember(text: str) -> list[Fact]:
+    """What "remember that ``text``" stores: each user-profile fact in it as its own line
+    ("my name is Sam and I live in Porto": two), else one note for MEMORY.md (the text as
+    given)."""
     facts = [f for f in _match_facts(text) if f.kind != "attribute"]
-    if len(facts) == 1:
-        return facts[0]
+    if facts:
+        return facts
     note = text[:1].upper() + text[1:]
-    return Fact(kind="note", file=MEMORY_FILE, text=note, value=text)
+    return [Fact(kind="note", file=MEMORY_FILE, text=note, value=text)]
+
+
+def fact_to_remember(text: str) -> Fact:
+    """The first of ``facts_to_remember(text)``."""
+    return facts_to_remember(text)[0]
 
 
 def extract_facts(text: str) -> list[Fact]:
@@ -176,9 +309,9 @@ def extract_facts(text: str) -> list[Fact]:
     seen: set[str] = set()
     for sentence in sentences(text):
         note = remembered(sentence)
-        for fact in [fact_to_remember(note)] if note else _match_facts(sentence):
-            if fact.text.lower() not in seen:
-                seen.add(fact.text.lower())
+        for fact in facts_to_remember(note) if note else _match_facts(sentence):
+            if normalize(fact.text) not in seen:
+                seen.add(normalize(fact.text))
                 facts.append(fact)
     return facts
 

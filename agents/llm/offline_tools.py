@@ -88,19 +88,21 @@ def plan_tool_calls(
     wanted: list[tuple[int, str, dict[str, Any], str]] = []  # (position, tool, arguments, note)
     note = facts.remembered(user)
     if note:
-        fact = facts.fact_to_remember(note)
-        lines = (core or {}).get(fact.file, [])
-        old = next(
-            (line for line in lines if fact.single_valued and any(f.kind == fact.kind for f in facts.extract_facts(line))),
-            None,
-        )
-        if old is not None and old != fact.text:
-            arguments = fill(tools.core_memory_replace_args, file=fact.file, old=old, new=fact.text)
-            what = f"replace “{old}” with “{fact.text}” in {fact.file}"
-        else:
-            arguments = fill(tools.core_memory_args, file=fact.file, text=fact.text)
-            what = f"save “{fact.text}” to {fact.file}"
-        wanted.append((user.lower().find("remember"), tools.core_memory, arguments, what))
+        # Each fact of the sentence is its own line ("my name is Sam and I live in Porto": two).
+        for fact in facts.facts_to_remember(note):
+            lines = (core or {}).get(fact.file, [])
+            old = next(
+                (line for line in lines
+                 if fact.single_valued and any(f.kind == fact.kind for f in facts.extract_facts(line))),
+                None,
+            )
+            if old is not None and old != fact.text:
+                arguments = fill(tools.core_memory_replace_args, file=fact.file, old=old, new=fact.text)
+                what = f"replace “{old}” with “{fact.text}” in {fact.file}"
+            else:
+                arguments = fill(tools.core_memory_args, file=fact.file, text=fact.text)
+                what = f"save “{fact.text}” to {fact.file}"
+            wanted.append((user.lower().find("remember"), tools.core_memory, arguments, what))
     triggers = (
         (
             _SEARCH,
@@ -174,7 +176,10 @@ def _report(tools: OfflineTools, name: str, arguments: dict[str, Any], result: s
     if _FAILED.search(result):
         return f"{name} failed: {snippet}"
     if name == tools.core_memory:
-        return f"Saved to {arguments.get('file', 'core memory')}: “{arguments.get('text', '')}”."
+        file, text = arguments.get("file", "core memory"), arguments.get("text") or arguments.get("new") or ""
+        if "proposal" in result:  # a shared file (SOUL.md) is only proposed to staff
+            return f"{file} is shared by everyone I talk to, so I proposed “{text}” to staff; it is not in effect yet."
+        return f"Saved to {file}: “{text}”."
     if name == tools.archive_search:
         return f"Archive search for “{arguments.get('query', '')}”: {snippet or 'nothing found'}."
     if name == tools.pruned_lookup:

@@ -20,6 +20,7 @@ REDACTED = "[redacted]"
 #: Fewest characters of a secret that count as a piece of it (shorter runs are too common).
 MIN_PIECE = 8
 _WORD = re.compile(r"[A-Za-z0-9._~+/=:-]+")
+_GLUE = re.compile(r"([=:]+)")
 _BASIC = re.compile(r"(?i)(\bbasic\s+)[A-Za-z0-9+/=_-]{4,}")
 
 
@@ -41,7 +42,9 @@ def _secrets(*, key: str | None, base_url: str | None) -> list[str]:
 
 
 def _near(word: str, secret: str) -> bool:
-    """``word`` is ``secret``, a piece of it, or it with a few characters changed."""
+    """``word`` is ``secret``, a piece of it, or it with a few characters changed, in any
+    letter case (an error page may upper-case what it echoes)."""
+    word, secret = word.lower(), secret.lower()
     if len(secret) < MIN_PIECE:
         return word == secret
     if secret in word or (len(word) >= MIN_PIECE and word in secret):
@@ -50,14 +53,28 @@ def _near(word: str, secret: str) -> bool:
     return head >= MIN_PIECE or (len(word) >= MIN_PIECE and word[-MIN_PIECE:] == secret[-MIN_PIECE:])
 
 
+def _scrub_word(word: str, secrets: list[str]) -> str:
+    """``word`` redacted if it is near a secret; a word glued to a name by ``=`` or ``:``
+    (``api_key=sk-…`` cut short) has each of its parts judged alone, and keeps the name."""
+    if any(_near(word, s) for s in secrets):
+        return REDACTED
+    parts = _GLUE.split(word)
+    if len(parts) == 1:
+        return word
+    return "".join(
+        REDACTED if i % 2 == 0 and part and any(_near(part, s) for s in secrets) else part
+        for i, part in enumerate(parts)
+    )
+
+
 def scrub_secrets(text: str, *, key: str | None = None, base_url: str | None = None) -> str:
     """``text`` without the key, the base URL's credentials, or anything close to them."""
     if not text:
         return text
     secrets = _secrets(key=key, base_url=base_url)
     for secret in secrets:
-        text = text.replace(secret, REDACTED)
+        text = re.sub(re.escape(secret), REDACTED, text, flags=re.IGNORECASE)
     if secrets:
-        text = _WORD.sub(lambda m: REDACTED if any(_near(m.group(0), s) for s in secrets) else m.group(0), text)
+        text = _WORD.sub(lambda m: _scrub_word(m.group(0), secrets), text)
     text = _BASIC.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
     return redact(text)[0]

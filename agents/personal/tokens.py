@@ -3,8 +3,8 @@
 A token reads ``mdx_<prefix>_<secret>``: ``prefix`` (12 hex characters) is public, stored as
 is and used to find the row; only the sha256 of the whole token is stored, compared in
 constant time. A token expires ``MODEX_TOKEN_TTL_DAYS`` after it was made (0: never), and every
-token of a user is revoked when that user's password changes (a stolen password's tokens do not
-outlive the reset). A revoked or expired token, or one whose user is inactive, authenticates nobody.
+token of a user is revoked when that user's password changes or is made unusable (a stolen
+password's tokens do not outlive the reset; agents/personal/revocation.py). A revoked or expired token, or one whose user is inactive, authenticates nobody.
 A read-only token authenticates reads (GET, HEAD, OPTIONS) only: a script that only exports
 cannot change memory if it leaks.
 ``TokenAuth`` is the django-ninja security class for ``Authorization: Bearer <token>``.
@@ -91,14 +91,6 @@ def _expiry():
 def revoke_all_tokens(*, user) -> int:
     """Revoke every active token of ``user`` (their password changed); how many were."""
     return PersonalAPIToken.objects.filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
-
-
-def revoke_tokens_on_password_change(sender, instance, created: bool, **kwargs) -> None:
-    """post_save of the user model: ``set_password`` leaves the new raw password in
-    ``_password`` until the save has finished; a login's silent hash upgrade clears it first,
-    so only a real change of password revokes."""
-    if not created and getattr(instance, "_password", None) is not None:
-        revoke_all_tokens(user=instance)
 
 
 def list_tokens(*, user) -> list[PersonalAPIToken]:

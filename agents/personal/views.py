@@ -4,6 +4,8 @@
 * ``/memory/<agent>/``: your core memory files (edit with compare-and-set: the form carries the
   version you saw), their change history, and the agent's experiences.
 * ``/settings/tokens/``: personal API tokens; a new token is shown once.
+* ``/settings/password/``: change your password; revokes your API tokens, signs your other
+  browser sessions out and closes your chat sockets (agents/personal/revocation.py).
 
 Views parse the form, call one service (``agents.personal.memory``, ``agents.personal.tokens``), render.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
+from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -19,15 +22,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from agents.personal import tokens
+from agents.personal.login_forms import ThrottledPasswordChangeForm
 
 from agents.personal import memory as user_memory
 from memory.core_memory import CORE_FILES, CoreMemoryConflict, CoreMemoryDisabled, CoreMemoryFull, UnknownCoreFile
 
-FILE_ROLES = {
-    "SOUL.md": "The agent's identity, shared by everyone who talks to it.",
-    "USER.md": "Your profile: what every agent knows about you.",
-    "MEMORY.md": "Facts this agent keeps about you.",
-}
+FILE_ROLES = user_memory.FILE_ROLES
 
 
 class CoreFileForm(forms.Form):
@@ -160,3 +160,28 @@ def revoke_token(request: HttpRequest, token_id: int) -> HttpResponse:
         raise Http404("No such token.") from None
     messages.success(request, f"Revoked “{token.name}”. Scripts using it get 401 from now on.")
     return redirect("memory:tokens")
+
+
+# -- password ---------------------------------------------------------------------------------
+
+
+@login_required
+def password_change(request: HttpRequest) -> HttpResponse:
+    """GET: the form. POST: check the current password (throttled like a sign-in), set the new
+    one. Saving it revokes every API token and closes every chat socket of the user (the
+    post_save handler of agents/personal/revocation.py); other browser sessions are signed out
+    because their stored password digest no longer matches; this one is kept signed in."""
+    if request.method not in ("GET", "POST"):
+        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
+    form = ThrottledPasswordChangeForm(request.user, request.POST or None, request=request)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            user = form.save()
+            update_session_auth_hash(request, user)
+            messages.success(request, "Your password was changed: your API tokens were revoked, your other "
+                                      "sessions signed out and your open chats closed.")
+            return redirect("memory:password")
+        status = 422
+    active = sum(t.active for t in tokens.list_tokens(user=request.user))
+    return render(request, "memory/password.html", {"form": form, "active_tokens": active}, status=status)

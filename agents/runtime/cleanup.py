@@ -55,6 +55,7 @@ async def compact(
         hooks=services.hooks,
         archive_scope=archive_scope_for(agent=agent.name, user_id=user_id) if config.archive_enabled else None,
         force=force,
+        embedder=services.retrieval.embedder,
         **options,
     )
 

@@ -7,10 +7,14 @@ per model step: ContextReady → ReasoningChunk/ContentChunk… → MessageStore
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memory.hooks import SectionAccount
 from memory.messages import Message, ToolCall
+
+if TYPE_CHECKING:
+    from memory.assembly.assembler import AssembledContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +50,16 @@ class CleanupDone:
 
 @dataclass(frozen=True, slots=True)
 class ContextReady:
+    """The step's request is assembled and about to be sent. ``context`` is that request itself
+    (what the model is sent: sections, session messages), for callers that look inside it, such
+    as the recall benchmark; the figures are what the meter draws."""
+
     step: int
     sections: tuple[SectionAccount, ...]
     total_tokens: int
     window: int
     threshold: int
+    context: AssembledContext | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

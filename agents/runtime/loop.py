@@ -244,7 +244,7 @@ class Runtime:
                     retried = False
                     while True:
                         request = await self._assemble(ctx, schemas)
-                        yield ContextReady(step=step, **request.figures())
+                        yield ContextReady(step=step, context=request, **request.figures())
                         await ctx.hooks.fire(HookPoint.BEFORE_MODEL, agent=ctx.agent, session=ctx.session, request=request)
                         try:
                             async for event in relay_reply(self.model, request, schemas, builder):

@@ -2,6 +2,7 @@
 
 Built once from settings and the booted declaration: the store bundle of the declared backend,
 the pruned catalog, the memory hook dispatcher (with the built-in TodoReorientationHook), the
+archive retrieval (message search and automatic recall, with the configured embeddings), the
 context assembler and the configured chat model.
 """
 
@@ -15,9 +16,11 @@ from pathlib import Path
 from django.conf import settings
 
 from agents.llm import ChatModel, OfflineChatModel, model_from_settings
+from agents.llm.embeddings import embedder_from_settings
 from memory.assembly.assembler import ContextAssembler, default_pipeline
 from memory.compression.pruned import PrunedCatalog
 from memory.hooks import MemoryHookDispatcher, MemoryHookPoint, TodoReorientationHook
+from memory.retrieval.service import Retrieval, retrieval_for
 from memory.stores.base import MemoryStoreBundle
 from memory.stores.registry import open_bundle
 
@@ -30,6 +33,7 @@ class MemoryServices:
     assembler: ContextAssembler
     model: ChatModel
     workspace: Path
+    retrieval: Retrieval
 
     @property
     def offline(self) -> bool:
@@ -50,7 +54,10 @@ def build_services(
     catalog = PrunedCatalog(workspace / "pruned")
     hooks = hooks or MemoryHookDispatcher()
     hooks.register(MemoryHookPoint.CLEANUP_FINISHED, TodoReorientationHook(kv=bundle.kv))
-    assembler = ContextAssembler(stores=bundle, pipeline=default_pipeline(catalog=catalog), hooks=hooks)
+    retrieval = retrieval_for(bundle.archive, factory=retrieval_from_settings)
+    assembler = ContextAssembler(
+        stores=bundle, pipeline=default_pipeline(catalog=catalog, retrieval=retrieval), hooks=hooks
+    )
     services = MemoryServices(
         bundle=bundle,
         catalog=catalog,
@@ -58,10 +65,24 @@ def build_services(
         assembler=assembler,
         model=model or model_from_settings(),
         workspace=workspace,
+        retrieval=retrieval,
     )
     for initializer in list(_initializers):
         initializer(services)
     return services
+
+
+def retrieval_from_settings(archive) -> Retrieval:
+    """Retrieval over ``archive`` with the configured embeddings and bounds (``retrieval_for``
+    shares it between every set of services over the same store)."""
+    embedder, local = embedder_from_settings()
+    return Retrieval(
+        archive=archive,
+        embedder=embedder,
+        local_embedding=local,
+        min_similarity=float(getattr(settings, "MODEX_RECALL_MIN_SIMILARITY", 0.5)),
+        max_messages=int(getattr(settings, "MODEX_RECALL_CACHE_MESSAGES", 300_000)),
+    )
 
 
 _initializers: list[Callable[[MemoryServices], None]] = []

@@ -81,7 +81,7 @@ def _populate_long_term(bundle, config) -> object:
     words = chat_history(count=400, seed=41, profile="small", counted=False)
     text = [m.content for m in words if m.content]
     core = CoreMemory(kv=bundle.kv, config=config, agent=AGENT, user=USER)
-    core.append(file=SOUL, text="# Identity\n" + " ".join(text[:12]), source="agent")
+    core.append(file=SOUL, text="# Identity\n" + " ".join(text[:12]), source="system")
     core.append(file=USER_FILE, text="# The user\n" + " ".join(text[12:24]), source="agent")
     for i in range(10):
         core.append(file=MEMORY, text=f"- fact {i}: " + " ".join(text[24 + 4 * i : 28 + 4 * i]), source="agent")
@@ -174,7 +174,7 @@ def _measure_backend(backend: str, root: Path, sizes: list[int], quick: bool, po
         check(is_legal(context.session_messages), "the assembled messages are not a legal transcript")
         check(all(m.tokens == compute_message_tokens(m) for m in context.session_messages), "a cached count is wrong")
         sections = {s.name: s.items for s in context.sections}
-        for name in ("core memory", "archive summaries", "pruned catalog"):
+        for name in ("core memory", "archive", "pruned catalog"):
             check(sections.get(name, 0) > 0, f"the {name} section is missing or empty")
         naive_repeat = 1 if size >= 100_000 and quick else 3
         naive_t, (count, tokens) = measure(naive, repeat=naive_repeat, warmup=1, before=text_cache.clear)

@@ -1,20 +1,45 @@
-"""ArchiveSummaryProvider: the most recent archive documents' summaries, as ``<archive_summaries>``.
+"""ArchiveProvider: what earlier conversations said that bears on the latest message, and the
+summaries of the most recent ones: the ``archive`` section.
 
-Only when the agent's ``archive_enabled`` is on. Newest documents are chosen first until
-``config.archive_budget_tokens`` is used up, then shown oldest-to-newest so the story reads
-forward. The full documents stay in the archive; a note tells the model how to search them.
+Only when the agent's ``archive_enabled`` is on. Within ``config.archive_budget_tokens``:
+
+1. ``<archive_recall>``: the archived messages most relevant to the user's latest message
+   (``memory.retrieval``: BM25 and vectors fused, within this agent's archive of this user),
+   each dated, with its speaker, its conversation's title and a handle that ``archive_read``
+   opens. Messages still in the live conversation are left out (they are in context already).
+   It takes at most ``RECALL_SHARE`` of the budget; what it leaves goes to the summaries. Hits
+   are chosen best first and shown oldest first, so a fact and its later correction read in order.
+2. ``<archive_summaries>``: the newest documents' summaries that fit, shown oldest to newest,
+   each with the dates it spans.
+
+So a model that never calls a tool still sees what was said about the question, and when.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.xml import element, wrap
+from memory.retrieval.index import ArchivedMessage, MessageHit
+from memory.retrieval.service import Retrieval
+from memory.stores import textsearch
 from memory.stores.base import ArchiveDocument
 from memory.tokens import count_text, truncate_text
 
 TAG = "archive_summaries"
-SECTION_NAME = "archive summaries"
+RECALL_TAG = "archive_recall"
+SECTION_NAME = "archive"
 DEFAULT_SEARCH_TOOL = "archive_search"
+DEFAULT_READ_TOOL = "archive_read"
+
+#: The share of the archive budget recalled messages may take (the rest is for summaries).
+RECALL_SHARE = 0.6
+#: At most this many recalled messages, and each shown whole up to this many characters
+#: (longer ones are cut around the words the query matched).
+RECALL_LIMIT = 12
+RECALL_CHARS = 700
+_MIN_RECALL_TOKENS = 48
 
 # Documents fetched per store call: summaries are rarely under ~40 tokens, so this covers the
 # budget in one read almost always, without listing the whole archive.
@@ -23,18 +48,47 @@ _MAX_FETCH = 256
 _TOKENS_PER_DOC_GUESS = 40
 
 
-class ArchiveSummaryProvider(MemoryProvider):
-    """Recent archive summaries within ``config.archive_budget_tokens``.
+def day(moment: datetime) -> str:
+    return f"{moment.day} {moment:%b %Y}"
 
-    Each document renders as ``<document seq=".." date="YYYY-MM-DD" title="..">summary</document>``.
-    If even the newest summary does not fit, it is shortened (marked) rather than left out.
-    """
+
+def document_dates(document: ArchiveDocument) -> str:
+    """The days a document's messages span ("8 May 2023", "8 May 2023 – 9 May 2023"); documents
+    from before spans were recorded give the day they were archived."""
+    try:
+        first = datetime.fromisoformat(document.metadata["first_at"])
+        last = datetime.fromisoformat(document.metadata["last_at"])
+    except (KeyError, TypeError, ValueError):
+        return day(document.created_at)
+    return day(first) if first.date() == last.date() else f"{day(first)} – {day(last)}"
+
+
+def excerpt(message: ArchivedMessage, words: tuple[str, ...], *, width: int = RECALL_CHARS) -> str:
+    """The message whole when short enough, else ``width`` characters around its first matched word."""
+    return textsearch.snippet(message.text, words, width=width)
+
+
+class ArchiveProvider(MemoryProvider):
+    """The ``archive`` section (see the module docstring). Without ``retrieval`` it shows the
+    summaries alone."""
 
     name = SECTION_NAME
 
-    def __init__(self, *, search_tool: str = DEFAULT_SEARCH_TOOL) -> None:
+    def __init__(
+        self,
+        *,
+        retrieval: Retrieval | None = None,
+        search_tool: str = DEFAULT_SEARCH_TOOL,
+        read_tool: str = DEFAULT_READ_TOOL,
+        recall_share: float = RECALL_SHARE,
+        recall_limit: int = RECALL_LIMIT,
+    ) -> None:
+        self._retrieval = retrieval
         self._search_tool = search_tool
-        # (scope, budget) -> the section, while the documents listed are the same.
+        self._read_tool = read_tool
+        self._recall_share = recall_share
+        self._recall_limit = recall_limit
+        # (scope, budget) -> the summaries' part, while the documents listed are the same.
         self._memo = RenderMemo()
 
     def provide(self, ctx: AssemblyContext) -> Section | None:
@@ -42,11 +96,76 @@ class ArchiveSummaryProvider(MemoryProvider):
             return None
         budget = ctx.config.archive_budget_tokens
         scope = ctx.resolved_archive_scope()
+        recall, recalled = "", 0
+        if self._retrieval is not None and ctx.query:
+            recall, recalled = self._recall(ctx, int(budget * self._recall_share))
+        left = budget - (count_text(recall) + 1 if recall else 0)
+        summaries, documents = self._summaries(scope.key(), ctx, left)
+        text = "\n".join(part for part in (recall, summaries) if part)
+        if not text:
+            return None
+        return Section(name=SECTION_NAME, tag=TAG, text=text, tokens=count_text(text), items=recalled + documents)
+
+    # -- recall -------------------------------------------------------------------------------
+
+    def _recall(self, ctx: AssemblyContext, budget: int) -> tuple[str, int]:
+        if budget < _MIN_RECALL_TOKENS:
+            return "", 0
+        current, live = ctx.session.key(), ctx.live_seqs
+
+        def in_context(message: ArchivedMessage) -> bool:
+            return message.session == current and message.seq in live
+
+        hits = self._retrieval.search(
+            ctx.resolved_archive_scope(), ctx.query, limit=self._recall_limit, exclude=in_context
+        )
+        if not hits:
+            return "", 0
+        rendered = [(hit, self._hit(hit)) for hit in hits]
+        chosen: list[tuple[MessageHit, str]] = []
+        used = count_text(self._render_recall([]))
+        for hit, text in rendered:  # best first, while they fit
+            cost = count_text(text) + 1
+            if used + cost > budget:
+                continue
+            chosen.append((hit, text))
+            used += cost
+        if not chosen:
+            return "", 0
+        text = self._render_recall(chosen)
+        while chosen and count_text(text) > budget:  # the join may cost a token more than counted
+            chosen.pop()
+            text = self._render_recall(chosen)
+        return (text, len(chosen)) if chosen else ("", 0)
+
+    def _hit(self, hit: MessageHit) -> str:
+        message = hit.message
+        attrs = {
+            "handle": message.handle,
+            "date": day(message.created_at),
+            "speaker": message.name if message.role == "tool" and message.name else message.role,
+            "conversation": message.document_title or None,
+        }
+        return element("message", excerpt(message, hit.matched), attrs=attrs)
+
+    def _render_recall(self, chosen: list[tuple[MessageHit, str]]) -> str:
+        note = (
+            "Messages from earlier conversations with this user that match their latest message, "
+            "oldest first, each dated when it was said. A later message may correct an earlier one. "
+            f"{self._read_tool} shows the turns around a handle; {self._search_tool} searches for more."
+        )
+        ordered = sorted(chosen, key=lambda pair: (pair[0].message.created_at, pair[0].message.seq))
+        return wrap(RECALL_TAG, [element("note", note), *(text for _, text in ordered)])
+
+    # -- summaries ----------------------------------------------------------------------------
+
+    def _summaries(self, key: str, ctx: AssemblyContext, budget: int) -> tuple[str, int]:
+        scope = ctx.resolved_archive_scope()
         limit = max(_MIN_FETCH, min(_MAX_FETCH, budget // _TOKENS_PER_DOC_GUESS + 1))
-        key = (scope.key(), budget)
+        memo_key = (key, budget)
         while True:
             newest = ctx.stores.archive.list_summaries(scope, limit=limit, newest_first=True)
-            memo = self._memo.get(key, (limit, newest))
+            memo = self._memo.get(memo_key, (limit, newest))
             if memo is not None:
                 return memo
             chosen = self._fit(newest, budget)
@@ -55,25 +174,23 @@ class ArchiveSummaryProvider(MemoryProvider):
             if len(chosen) < len(newest) or exhausted or limit >= _MAX_FETCH:
                 break
             limit = min(_MAX_FETCH, limit * 4)
-        section = None
+        result = ("", 0)
         if chosen:
             more = not exhausted or len(chosen) < len(newest)
-            section = Section.of(name=SECTION_NAME, tag=TAG, text=self._render(chosen, more=more), items=len(chosen))
-        self._memo.put(key, (limit, newest), section)
-        return section
-
-    # -- rendering ----------------------------------------------------------------------------
+            result = (self._render(chosen, more=more), len(chosen))
+        self._memo.put(memo_key, (limit, newest), result)
+        return result
 
     def _note(self, *, more: bool) -> str:
-        text = "Summaries of this agent's earlier conversations with this user, oldest first."
+        text = "Summaries of this agent's most recent earlier conversations with this user, oldest first."
         if more:
-            text += " Older documents exist and are not shown."
-        text += f" The {self._search_tool} tool searches the full archive."
+            text += " Older ones exist and are not shown."
+        text += f" The {self._search_tool} tool searches everything that was said."
         return element("note", text)
 
     @staticmethod
     def _document(doc: ArchiveDocument, summary: str) -> str:
-        attrs = {"seq": doc.seq, "date": doc.created_at.date().isoformat(), "title": doc.title or None}
+        attrs = {"seq": doc.seq, "date": document_dates(doc), "title": doc.title or None}
         return element("document", summary, attrs=attrs)
 
     def _render(self, newest_first: list[tuple[ArchiveDocument, str]], *, more: bool) -> str:
@@ -84,7 +201,7 @@ class ArchiveSummaryProvider(MemoryProvider):
     def _fit(self, newest: list[ArchiveDocument], budget: int) -> list[tuple[ArchiveDocument, str]]:
         """The longest run of the newest documents whose render fits ``budget``.
 
-        Fitting assumes the longer note ("older documents exist"), so the final render, whatever
+        Fitting assumes the longer note ("older ones exist"), so the final render, whatever
         its note, stays within the budget. Each document's element is counted once to estimate
         how many fit; the exact count of the whole render then settles it, a document at a time
         (a render grows with every document, so the longest fitting run is found exactly).

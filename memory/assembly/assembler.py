@@ -3,7 +3,7 @@
 The request, in order:
 
 1. one system message: the agent's instructions, then the memory sections in pipeline order
-   (core memory → archive summaries → pruned catalog), then the supplement sections (e.g.
+   (core memory → archive → pruned catalog), then the supplement sections (e.g.
    ``<available_experiences>``), separated by blank lines;
 2. the tool schemas (sent beside the messages; counted as the "tools" section);
 3. the session's newest messages that fit, repaired and passed through governance.
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory.assembly.archive import ArchiveSummaryProvider
+from memory.assembly.archive import ArchiveProvider
 from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.core import CoreMemoryProvider
 from memory.assembly.governance import GovernancePolicy, GovernanceReport
@@ -31,6 +31,7 @@ from memory.compression.pruned import PrunedCatalog
 from memory.config import MemoryConfig
 from memory.hooks import ContextAssembled, MemoryHookDispatcher, MemoryHookPoint, SectionAccount
 from memory.messages import Message
+from memory.retrieval.service import Retrieval
 from memory.scopes import Scope, SessionScope
 from memory.stores.base import MemoryStoreBundle
 from memory.threads import run_blocking
@@ -95,10 +96,19 @@ class AssembledContext:
 
 
 def default_pipeline(
-    *, catalog: PrunedCatalog, core_caps: Mapping[str, int] | None = None
+    *, catalog: PrunedCatalog, core_caps: Mapping[str, int] | None = None, retrieval: Retrieval | None = None
 ) -> tuple[MemoryProvider, ...]:
-    """The memory pipeline in its fixed order: core memory, archive summaries, pruned catalog."""
-    return (CoreMemoryProvider(caps=core_caps), ArchiveSummaryProvider(), PrunedProvider(catalog=catalog))
+    """The memory pipeline in its fixed order: core memory, the archive (recall and summaries),
+    the pruned catalog. Without ``retrieval`` the archive section shows summaries only."""
+    return (CoreMemoryProvider(caps=core_caps), ArchiveProvider(retrieval=retrieval), PrunedProvider(catalog=catalog))
+
+
+def latest_user_text(messages: Sequence[Message]) -> str | None:
+    """The text of the last user message (not a compact summary) of ``messages``, if any."""
+    for message in reversed(messages):
+        if message.role == "user" and not message.is_compact_summary and message.content:
+            return message.content
+    return None
 
 
 def _tools_json(tools: Sequence[Mapping[str, Any]]) -> str:
@@ -250,6 +260,7 @@ class ContextAssembler:
             live_seqs=tail.live_seqs,
             first_live_seq=tail.first_live_seq,
             archive_scope=archive_scope,
+            query=latest_user_text(tail.messages),
         )
         sections = tuple(
             section for provider in (*self._pipeline, *supplements) if (section := provider.provide(ctx)) is not None

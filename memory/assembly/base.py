@@ -69,6 +69,7 @@ class AssemblyContext:
     live_seqs: frozenset[int] = field(default_factory=frozenset)
     first_live_seq: int | None = None
     archive_scope: Scope | None = None
+    query: str | None = None
 
     def resolved_archive_scope(self) -> Scope:
         """``archive_scope`` if given; else the agent+user composite (the agent's own when no user)."""

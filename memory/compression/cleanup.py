@@ -11,8 +11,9 @@ In order (the steps live in ``memory.compression.steps``, one function each):
    fallback when the summarizer fails; never an exception, never a loop).
 6. ``save_intent``: the planned cut and its summary, in the session's KV (``cleanup.pending``).
 7. ``write_catalog``: the evicted messages into the pruned catalog.
-8. ``write_archive``: when ``config.archive_enabled`` and an archive scope is given, one archive
-   document (id derived from session + through_seq).
+8. ``write_archive``: when ``config.archive_enabled`` and an archive scope is given, the evicted
+   messages after the session's archive cursor (``memory.archiving``: conversation archiving may
+   have archived some already), each exactly once.
 9. ``commit``: ``prune(through_seq, [compact_summary], expected_version)``. A concurrent append
    changes the version but not the evicted range, so the commit is retried (bounded).
 10. ``clear_intent``, then dispatch CLEANUP_FINISHED.
@@ -284,6 +285,7 @@ async def arun_cleanup(
     lease_ttl: float = DEFAULT_LEASE_TTL,
     sleep: Callable[[float], Any] = asyncio.sleep,
     now: Callable[[], datetime] = utcnow,
+    embedder: Any = None,
 ) -> CleanupResult:
     """Compact ``session`` if it is over ``config.threshold`` (or ``force``); see the module doc.
 
@@ -293,7 +295,8 @@ async def arun_cleanup(
     down); the next cleanup resumes. An interrupted earlier cleanup is finished first, whatever the token
     count. ``summary_options`` defaults to the budget ``summary_budget(config)``; ``lease_ttl``
     (seconds) bounds how long a crashed worker blocks the session; ``sleep`` (retry backoff) and
-    ``now`` are injectable for tests.
+    ``now`` are injectable for tests. ``embedder`` (``memory.retrieval.embeddings.Embedder``)
+    stores the vectors of what the cleanup archives, for archive search.
     """
     options = summary_options or SummaryOptions(max_tokens=summary_budget(config))
     head: SessionHead = await _step("reading the session", session, io(bundle.messages.head, session))
@@ -337,6 +340,7 @@ async def arun_cleanup(
         now=now,
         lease=lease,
         lease_ttl=lease_ttl,
+        embedder=embedder,
     )
     try:
         first = await _guarded_pass(run=run, force=force, head=head)
@@ -383,6 +387,7 @@ def run_cleanup(
     lease_ttl: float = DEFAULT_LEASE_TTL,
     sleep: Callable[[float], Any] = asyncio.sleep,
     now: Callable[[], datetime] = utcnow,
+    embedder: Any = None,
 ) -> CleanupResult:
     """Sync ``arun_cleanup`` (same arguments), for Django tasks and management commands.
 
@@ -402,6 +407,7 @@ def run_cleanup(
         lease_ttl=lease_ttl,
         sleep=sleep,
         now=now,
+        embedder=embedder,
     )
 
 

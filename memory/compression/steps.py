@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memory.archiving import SOURCE_CLEANUP, archive_messages
 from memory.compression.boundary import PruneBoundary, choose_boundary
 from memory.compression.pruned import PrunedCatalog
 from memory.compression.summary import SummaryOptions, SummaryOutcome, Summarizer, compose_summary
@@ -132,6 +133,7 @@ class CleanupRun:
     now: Callable[[], datetime]
     lease: Lease
     lease_ttl: float
+    embedder: Any = None  # memory.retrieval.embeddings.Embedder: vectors for what is archived
 
 
 def derived_id(kind: str, *, session: SessionScope, through_seq: int) -> str:
@@ -194,26 +196,25 @@ def fenced(kv: Any, fence: Fence, what: str) -> AbstractContextManager[object]:
 
 
 async def write_archive(*, run: CleanupRun, intent: CleanupIntent, history: Sequence[Message]) -> str | None:
-    """One archive document for the cut when the archive is on (idempotent by its derived id)."""
+    """The evicted messages not archived yet, when the archive is on (``memory.archiving``: after
+    the session's archive cursor, each exactly once, fenced). Returns the id of the document
+    that holds the newest of them, or None when there was nothing new to archive."""
     if not (run.config.archive_enabled and run.archive_scope is not None):
         return None
-    span = f"seq {history[0].seq}–{history[-1].seq}" if history else "no messages"
-    document = ArchiveDocument(
-        id=intent.archive_document_id,
-        session=run.session.key(),
-        summary=storable(intent.summary),
-        messages=tuple(storable_message(m) for m in history),  # older sessions may hold lone surrogates
-        title=f"Session {run.session.id} · {span}",
-        metadata={
-            "source": "cleanup",
-            "through_seq": intent.through_seq,
-            "first_seq": history[0].seq if history else None,
-            "fallback_summary": intent.fallback,
-        },
-        created_at=intent.cleanup_at,
+    done = await io(
+        archive_messages,
+        bundle=run.bundle,
+        session=run.session,
+        archive_scope=run.archive_scope,
+        messages=history,
+        source=SOURCE_CLEANUP,
+        fence=run.lease.fence,
+        summary=intent.summary,
+        embedder=run.embedder,
+        now=lambda: intent.cleanup_at,
+        extra={"through_seq": intent.through_seq, "fallback_summary": intent.fallback},
     )
-    stored = await io(run.bundle.archive.put, run.archive_scope, document)
-    return stored.id
+    return done.documents[-1].id if done.documents else None
 
 
 async def commit(*, run: CleanupRun, intent: CleanupIntent, expected_version: int) -> tuple[PruneResult, int]:

@@ -6,6 +6,7 @@
 from memory.dream.engine import (
     DREAM_CONSUMER,
     FAILURE_KEY,
+    LAST_RUN_KEY,
     LEASE_NAME,
     ConsolidationFailed,
     ConsolidationMode,
@@ -15,13 +16,16 @@ from memory.dream.engine import (
     ConsolidationStatus,
     DreamEngine,
     DreamOptions,
+    FailureKind,
     FailureRecord,
     default_archive_scope,
+    read_last_run,
 )
 
 __all__ = [
     "DREAM_CONSUMER",
     "FAILURE_KEY",
+    "LAST_RUN_KEY",
     "LEASE_NAME",
     "ConsolidationFailed",
     "ConsolidationMode",
@@ -31,6 +35,8 @@ __all__ = [
     "ConsolidationStatus",
     "DreamEngine",
     "DreamOptions",
+    "FailureKind",
     "FailureRecord",
     "default_archive_scope",
+    "read_last_run",
 ]

@@ -118,6 +118,17 @@ class ArchiveDocument:
 
 
 @dataclass(frozen=True, slots=True)
+class ArchiveState:
+    """What an archive scope holds, in two numbers: the highest document seq ever handed out and
+    how many documents exist. Seqs only grow and documents never change, so a reader that
+    remembers these knows whether documents were added since (read those after its seq) or
+    removed (the count fell behind)."""
+
+    last_seq: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class ArchiveHit:
     document: ArchiveDocument
     score: float  # higher is more relevant; comparable only within one result list
@@ -126,6 +137,28 @@ class ArchiveHit:
 
 #: Pass as ``expected_version`` to make a KV write conditional on the key not existing yet.
 MUST_NOT_EXIST = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KVWrite:
+    """One write of ``KVStore.commit``: ``value`` None deletes the key. ``expected_version`` as
+    in ``KVStore.put`` (None: unconditional; ``MUST_NOT_EXIST``: the key must not exist yet)."""
+
+    scope: Scope
+    key: str
+    value: str | None
+    expected_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CursorMove:
+    """The cursor move of ``KVStore.commit``: ``CursorStore.set``'s arguments as a value
+    (``expected`` left at ``...`` moves it unconditionally; None means "must be unset")."""
+
+    scope: Scope
+    consumer: str
+    position: int
+    expected: int | None | object = ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +314,32 @@ class KVStore(ABC):
     def list(self, scope: Scope, *, prefix: str = "") -> list[KVItem]:
         """Items of the scope whose key starts with ``prefix``, sorted by key."""
 
+    @abstractmethod
+    def commit(
+        self, writes: Sequence[KVWrite], *, cursor: CursorMove | None = None, fence: Fence | None = None
+    ) -> list[KVItem | None]:
+        """Several KV writes, in any scopes, and at most one cursor move, as one atomic step.
+
+        For a writer whose result spans keys that must move together (a consolidation's core
+        memory files, their histories and its read position). In the same atomic step, and
+        before anything is written, it checks the ``fence`` (its lease may live in any scope and
+        must not be one of the written keys; FencedOut), then every write's
+        ``expected_version`` (VersionConflict for the first that does not match), then the
+        cursor's ``expected`` position (ConcurrentChange): any failure writes nothing at all.
+        Otherwise every write and the cursor move land: afterwards all are stored or, on any
+        error, none. Returns the written items in order (None for a delete; deleting a missing
+        key is no error, and with ``expected_version`` 0 it is checked like a put's). A key may
+        appear once (ValueError); values follow ``put``'s rules; an empty ``writes`` with no
+        cursor changes nothing and returns [].
+
+        The cursor is the one ``CursorStore.get``/``set`` of the same backend read and write.
+        Where the backend has transactions (SQL) readers see all of it or none of it. The file
+        backend takes the lock of every directory involved (in path order), writes a journal of
+        the step, then the files: readers may see the writes land one by one while it runs, and
+        a crash part-way is completed from the journal by the next ``commit`` on the same root,
+        or when the root is next opened (a key someone changed since the crash is left alone).
+        """
+
     def get_value(self, scope: Scope, key: str, default: str | None = None) -> str | None:
         item = self.get(scope, key)
         return default if item is None else item.value
@@ -362,7 +421,29 @@ class ArchiveStore(ABC):
 
     @abstractmethod
     def delete(self, scope: Scope, document_id: str) -> bool:
-        """Remove one document; True if it existed."""
+        """Remove one document (and its vectors); True if it existed."""
+
+    def archive_state(self, scope: Scope) -> ArchiveState:
+        """The scope's ``ArchiveState`` (cheap: backends override the listing this default reads).
+
+        ``last_seq`` is the highest seq of a document that exists here; backends that remember
+        seqs of deleted documents may report those too (a reader only compares states)."""
+        documents = self.list_summaries(scope)
+        return ArchiveState(last_seq=max((d.seq or 0 for d in documents), default=0), count=len(documents))
+
+    @abstractmethod
+    def put_vectors(self, scope: Scope, document_id: str, *, model: str, vectors: bytes) -> bool:
+        """Store the embedding vectors of a document's messages, replacing any stored before.
+
+        ``vectors`` is opaque bytes (``memory.retrieval.embeddings.encode``: one row per message
+        of the document, in order) made by ``model``. Returns False, writing nothing, when the
+        document does not exist (it was deleted meanwhile). Atomic: a reader sees the old
+        vectors or the new, never a mix."""
+
+    @abstractmethod
+    def vectors(self, scope: Scope, *, after_seq: int | None = None) -> dict[str, tuple[str, bytes]]:
+        """The stored vectors of the scope's documents with seq > ``after_seq``: document id ->
+        (model, bytes). Documents without vectors are left out."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,11 @@ from memory.messages import Message
 from memory.scopes import Scope
 from memory.stores.base import (
     ArchiveDocument,
+    CursorMove,
     DuplicateMessage,
     Fence,
     InvalidPrune,
+    KVWrite,
     validate_key,
 )
 
@@ -162,6 +164,40 @@ def check_fence(fence: object, *, kv_scope: Scope | None = None, key: str | None
     if kv_scope is not None and (fence.scope != kv_scope or fence.key == key):
         raise ValueError("a fenced KV write must be to another key of the lease's own scope")
     return fence
+
+
+def check_commit(
+    writes: object, cursor: object, fence: object
+) -> tuple[list[KVWrite], CursorMove | None, Fence | None]:
+    """``KVStore.commit``'s arguments checked for shape (nothing is read): keys and values as
+    ``put`` takes them, each key once, the fence's lease not among the written keys."""
+    if isinstance(writes, (str, bytes, KVWrite)) or not isinstance(writes, Sequence):
+        raise TypeError("commit takes a sequence of KVWrite")
+    checked: list[KVWrite] = []
+    seen: set[tuple[str, str]] = set()
+    for write in writes:
+        if not isinstance(write, KVWrite):
+            raise TypeError(f"commit takes KVWrite values, got {type(write).__name__}")
+        scope = check_scope(write.scope)
+        key = validate_key(write.key)
+        value = None if write.value is None else check_kv_value(write.value)
+        expected = check_expected_version(write.expected_version)
+        if (scope.key(), key) in seen:
+            raise ValueError(f"{key} in {scope} is written twice in one commit")
+        seen.add((scope.key(), key))
+        checked.append(KVWrite(scope, key, value, expected))
+    if cursor is not None:
+        if not isinstance(cursor, CursorMove):
+            raise TypeError(f"cursor must be a CursorMove or None, got {type(cursor).__name__}")
+        check_scope(cursor.scope)
+        cursor = CursorMove(cursor.scope, validate_key(cursor.consumer, what="consumer name"),
+                            check_int(cursor.position, "cursor position", minimum=0), cursor.expected)
+        if cursor.expected is not ... and cursor.expected is not None:
+            check_int(cursor.expected, "expected position")
+    fence = check_fence(fence)
+    if fence is not None and (fence.scope.key(), fence.key) in seen:
+        raise ValueError("a commit must not write the lease that fences it")
+    return checked, cursor, fence
 
 
 def check_prefix(prefix: object) -> str:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,16 +33,19 @@ from memory.scopes import Scope
 from memory.stores import fsio
 from memory.stores.base import (
     ConcurrentChange,
+    CursorMove,
     CursorStore,
     Fence,
     KVItem,
     KVStore,
+    KVWrite,
     MemoryStoreBundle,
     StorageUnavailable,
     VersionConflict,
     validate_key,
 )
 from memory.stores.codec import (
+    check_commit,
     check_expected_version,
     check_fence,
     check_int,
@@ -54,6 +58,9 @@ from memory.stores.file_session import FileMessageStore
 
 BACKEND_NAME = "file"
 _UNSET = ...
+#: Where ``FileKVStore.commit`` keeps the journal of a commit while it lands (under the root;
+#: a dot name is never a scope directory).
+JOURNAL_DIR = ".journal"
 
 
 class DefaultScopedStorage:
@@ -70,6 +77,7 @@ class DefaultScopedStorage:
         self.messages = FileMessageStore(self.root, durable=durable, kv=self.kv)
         self.cursors = FileCursorStore(self.root, durable=durable, kv=self.kv)
         self.archive = FileArchiveStore(self.root, durable=durable, kv=self.kv)
+        self.kv.recover()  # a commit a crash cut short is completed before anything is read
 
     def bundle(self) -> MemoryStoreBundle:
         return MemoryStoreBundle(
@@ -192,6 +200,132 @@ class FileKVStore(KVStore):
                 fsio.fsync_dir(directory)
             return True
 
+    @fsio.storage_errors
+    def commit(self, writes: Sequence[KVWrite], *, cursor: CursorMove | None = None,
+               fence: Fence | None = None) -> list[KVItem | None]:
+        writes, cursor, fence = check_commit(writes, cursor, fence)
+        if not writes and cursor is None:
+            return []
+        self.recover()
+        directories = [self._dir(write.scope) for write in writes]
+        cursor_path = _cursor_path(self.root, cursor.scope, cursor.consumer) if cursor is not None else None
+        touched = {*directories, *([cursor_path.parent] if cursor_path is not None else [])}
+        for directory in touched:
+            fsio.ensure_dir(directory, durable=self.durable)
+        what = f"a commit of {len(writes)} write(s)"
+        if fence is not None:
+            if not self._dir(fence.scope).is_dir():
+                raise fence.refused(what)
+            touched.add(self._dir(fence.scope))
+        with _locked(touched):
+            if fence is not None:
+                lease, _ = self._current(self._dir(fence.scope), fence.scope, fence.key)
+                if not fence.admits(None if lease is None else lease.value):
+                    raise fence.refused(what)
+            now = utcnow()
+            entries: list[dict] = []
+            items: list[KVItem | None] = []
+            for write, directory in zip(writes, directories, strict=True):
+                current, _ = self._current(directory, write.scope, write.key)
+                actual = current.version if current else 0
+                if write.expected_version is not None and write.expected_version != actual:
+                    raise VersionConflict(
+                        f"{write.key} in {write.scope} is at version {actual}, not {write.expected_version}; "
+                        "re-read it and retry", expected=write.expected_version, actual=actual,
+                    )
+                before = {"version": actual, "sha256": _sha256(_encode(current.value)) if current else None}
+                entries.append({"dir": str(directory.relative_to(self.root)), "key": write.key,
+                                "value": write.value, "version": actual + 1, "before": before})
+                items.append(None if write.value is None else
+                             KVItem(scope=write.scope, key=write.key, value=write.value, version=actual + 1,
+                                    updated_at=now))
+            move = None
+            if cursor is not None and cursor_path is not None:
+                data = fsio.read_json(cursor_path)
+                position = None if data is None else int(data["position"])
+                if cursor.expected is not _UNSET and position != cursor.expected:
+                    raise ConcurrentChange(
+                        f"cursor {cursor.consumer!r} of {cursor.scope} is at {position}, not {cursor.expected}; "
+                        "re-read and retry"
+                    )
+                move = {"path": str(cursor_path.relative_to(self.root)), "consumer": cursor.consumer,
+                        "position": cursor.position, "before": position}
+            journal = {"at": now.isoformat(), "locks": sorted(str(d.relative_to(self.root)) for d in touched),
+                       "writes": entries, "cursor": move}
+            journal_dir = self.root / JOURNAL_DIR
+            fsio.ensure_dir(journal_dir, durable=self.durable)
+            path = journal_dir / f"{now.strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:12]}.json"
+            fsio.atomic_write(path, fsio.dump_json(journal), durable=self.durable)
+            self._land(journal)
+            fsio.unlink_quietly(path)
+            if self.durable:
+                fsio.fsync_dir(journal_dir)
+            return items
+
+    def recover(self) -> int:
+        """Complete the commits a crash cut short (their journals); returns how many."""
+        journal_dir = self.root / JOURNAL_DIR
+        if not journal_dir.is_dir():
+            return 0
+        done = 0
+        for name in sorted(os.listdir(journal_dir)):
+            path = journal_dir / name
+            if name.startswith(".") or not name.endswith(".json"):
+                continue  # an atomic write in flight
+            journal = fsio.read_json(path)
+            if journal is None:
+                continue  # finished meanwhile
+            directories = {self.root / d for d in journal["locks"]}
+            for directory in directories:
+                fsio.ensure_dir(directory, durable=self.durable)
+            # Under the same locks as the commit: a live commit (another thread or process) is
+            # waited for, and has removed its journal by the time the locks are ours.
+            with _locked(directories):
+                if not path.exists():
+                    continue
+                self._land(journal)
+                fsio.unlink_quietly(path)
+                if self.durable:
+                    fsio.fsync_dir(journal_dir)
+                done += 1
+        return done
+
+    def _land(self, journal: dict) -> None:
+        """Write what ``journal`` says, skipping what already landed and any key changed since
+        (the caller holds the locks). A live commit's checks guarantee every write lands."""
+        at = datetime.fromisoformat(journal["at"])
+        synced: set[Path] = set()
+        for entry in journal["writes"]:
+            directory = self.root / entry["dir"]
+            key = entry["key"]
+            current, _ = self._current(directory, None, key)  # type: ignore[arg-type]
+            state = {"version": current.version if current else 0,
+                     "sha256": _sha256(_encode(current.value)) if current else None}
+            value = entry["value"]
+            if value is None:
+                if current is not None and state == entry["before"]:
+                    fsio.unlink_quietly(directory / key)
+                    fsio.unlink_quietly(self._meta(directory, key))
+                    synced.add(directory)
+                continue
+            data = _encode(value)
+            if state == {"version": entry["version"], "sha256": _sha256(data)} or state != entry["before"]:
+                continue  # landed already, or changed by someone else since: theirs is newer
+            item = KVItem(scope=None, key=key, value=value, version=entry["version"], updated_at=at)  # type: ignore[arg-type]
+            fsio.atomic_write(directory / key, data, durable=self.durable, sync_dir=False)
+            self._write_meta(directory, item, data)
+        move = journal.get("cursor")
+        if move is not None:
+            path = self.root / move["path"]
+            data = fsio.read_json(path)
+            position = None if data is None else int(data["position"])
+            if position != move["position"] and position == move["before"]:
+                record = {"consumer": move["consumer"], "position": move["position"], "updated_at": journal["at"]}
+                fsio.atomic_write(path, fsio.dump_json(record), durable=self.durable)
+        if self.durable:
+            for directory in synced:
+                fsio.fsync_dir(directory)
+
     @contextlib.contextmanager
     def fenced(self, fence: Fence | None, what: str) -> Iterator[None]:
         """For another store's write: hold the lease's directory lock while the write is made,
@@ -251,13 +385,22 @@ class FileKVStore(KVStore):
         fsio.atomic_write(self._meta(directory, item.key), fsio.dump_json(meta), durable=self.durable)
 
 
-def fenced_by(kv: FileKVStore | None, fence: Fence | None, what: str):
-    """``kv.fenced(fence, what)``: for stores whose fenced writes check a lease in ``kv``."""
-    if fence is None:
-        return contextlib.nullcontext()
-    if kv is None:
-        raise ValueError(f"{what} is fenced, but this store has no KV store to check leases in (pass kv=)")
-    return kv.fenced(fence, what)
+def _encode(value: str) -> bytes:
+    return value.encode("utf-8", "surrogatepass")
+
+
+def _cursor_path(root: Path, scope: Scope, consumer: str) -> Path:
+    """Where ``FileCursorStore`` keeps ``consumer``'s position in ``scope``."""
+    return fsio.scope_directory(root, check_scope(scope)) / "cursors" / f"{consumer}.json"
+
+
+@contextlib.contextmanager
+def _locked(directories) -> Iterator[None]:
+    """Hold the lock of every directory, taken in path order (so two commits never deadlock)."""
+    with contextlib.ExitStack() as stack:
+        for directory in sorted(set(directories), key=str):
+            stack.enter_context(fsio.scope_lock(directory))
+        yield
 
 
 def _is_key(name: str) -> bool:
@@ -298,7 +441,7 @@ class FileCursorStore(CursorStore):
         directory = self._dir(scope)
         fsio.ensure_dir(directory, durable=self.durable)
         path = directory / f"{consumer}.json"
-        with fsio.scope_lock(directory), fenced_by(self._kv, fence, f"moving cursor {consumer!r} of {scope}"):
+        with fsio.scope_lock(directory), fsio.fenced_by(self._kv, fence, f"moving cursor {consumer!r} of {scope}"):
             if expected is not _UNSET:
                 data = fsio.read_json(path)
                 actual = None if data is None else int(data["position"])

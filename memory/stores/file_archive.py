@@ -5,6 +5,7 @@ Layout of ``<scope dir>/archive/``::
     head.json                 {"last_seq": N}: seqs are never reused, even after a delete
     <seq>-<id>.json           the document (the truth), seq zero-padded so names sort by seq
     <seq>-<id>.md             a rendering for people; rewritten from the JSON, never read
+    <seq>-<id>.vec            the messages' vectors: a JSON header line {"model": ...}, then bytes
 
 A document file is written once and never changed, so a parsed copy can be cached by name.
 Search scans the scope's documents: archives grow by one document per cleanup, so a scope holds
@@ -13,6 +14,7 @@ hundreds, not millions; the SQL backend is the one to use for more.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -24,6 +26,7 @@ from memory.stores import fsio, textsearch
 from memory.stores.base import (
     ArchiveDocument,
     ArchiveHit,
+    ArchiveState,
     ArchiveStore,
     Fence,
     StorageUnavailable,
@@ -69,13 +72,11 @@ class FileArchiveStore(ArchiveStore):
 
     @fsio.storage_errors
     def put(self, scope: Scope, document: ArchiveDocument, *, fence: Fence | None = None) -> ArchiveDocument:
-        from memory.stores.file import fenced_by
-
         record = document_to_record(document)  # validates the id before any path is built
         fence = check_fence(fence)
         directory = self._dir(scope)
         fsio.ensure_dir(directory, durable=self.durable)
-        with fsio.scope_lock(directory), fenced_by(self._kv, fence, f"an archive put to {scope}"):
+        with fsio.scope_lock(directory), fsio.fenced_by(self._kv, fence, f"an archive put to {scope}"):
             names = self._names(directory)
             for seq, document_id in names:
                 if document_id == document.id:
@@ -143,10 +144,56 @@ class FileArchiveStore(ArchiveStore):
                 if name_id == document_id:
                     fsio.unlink_quietly(directory / _file(seq, name_id))  # the JSON is the truth
                     fsio.unlink_quietly(directory / _file(seq, name_id, ".md"))
+                    fsio.unlink_quietly(directory / _file(seq, name_id, ".vec"))
                     if self.durable:
                         fsio.fsync_dir(directory)
                     return True
         return False
+
+    @fsio.storage_errors
+    def archive_state(self, scope: Scope) -> ArchiveState:
+        names = self._names(self._dir(scope))
+        return ArchiveState(last_seq=names[-1][0] if names else 0, count=len(names))
+
+    @fsio.storage_errors
+    def put_vectors(self, scope: Scope, document_id: str, *, model: str, vectors: bytes) -> bool:
+        document_id = check_document_id(document_id)
+        if not isinstance(model, str) or not model or "\n" in model:
+            raise ValueError("a vector model name is a non-empty line of text")
+        if not isinstance(vectors, bytes | bytearray | memoryview):
+            raise TypeError("vectors must be bytes")
+        directory = self._dir(scope)
+        if not directory.is_dir():
+            return False
+        with fsio.scope_lock(directory):
+            for seq, name_id in self._names(directory):
+                if name_id == document_id:
+                    header = json.dumps({"model": model}).encode() + b"\n"
+                    fsio.atomic_write(directory / _file(seq, name_id, ".vec"), header + bytes(vectors),
+                                      durable=self.durable)
+                    return True
+        return False
+
+    @fsio.storage_errors
+    def vectors(self, scope: Scope, *, after_seq: int | None = None) -> dict[str, tuple[str, bytes]]:
+        if after_seq is not None:
+            check_int(after_seq, "after_seq")
+        directory = self._dir(scope)
+        found: dict[str, tuple[str, bytes]] = {}
+        for seq, document_id in self._names(directory):
+            if after_seq is not None and seq <= after_seq:
+                continue
+            try:
+                data = (directory / _file(seq, document_id, ".vec")).read_bytes()
+            except FileNotFoundError:
+                continue
+            header, _, body = data.partition(b"\n")
+            try:
+                model = json.loads(header)["model"]
+            except (ValueError, KeyError, TypeError):
+                continue  # a damaged sidecar: as if none were stored (re-embedded)
+            found[document_id] = (model, body)
+        return found
 
     # -- files ---------------------------------------------------------------------------------
 

@@ -201,3 +201,13 @@ def scope_lock(directory: Path) -> Iterator[None]:
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the flock
+
+
+def fenced_by(kv, fence, what: str):
+    """``kv.fenced(fence, what)`` (``kv`` a FileKVStore): for the file stores whose fenced writes
+    check a lease kept in the KV store."""
+    if fence is None:
+        return contextlib.nullcontext()
+    if kv is None:
+        raise ValueError(f"{what} is fenced, but this store has no KV store to check leases in (pass kv=)")
+    return kv.fenced(fence, what)

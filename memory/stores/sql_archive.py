@@ -1,11 +1,19 @@
-"""The SQL backend's ArchiveStore: documents as rows, searched with FTS5 on SQLite.
+"""The SQL backend's ArchiveStore: documents as rows, found by the database's full-text index.
 
-On SQLite the migration ``0002_archive_fts`` creates the FTS5 table ``memory_archive_fts``
-(rowid = ``ArchiveEntry.id``); this adapter keeps it in sync inside the same transaction as the
-row it indexes, and ranks with ``bm25()``. The query never reaches FTS5 as typed: it is reduced
-to words (memory/stores/textsearch.py), each sent as a quoted string, so ``"``, ``*``, ``OR``
-or ``NEAR(`` in user text are only text. Other databases (PostgreSQL), or a SQLite built without
-FTS5, use a portable path: ``LIKE`` narrows the candidates, the same BM25 ranks them in Python.
+Finding and ranking are separate. The database's own index finds the scope's documents that
+hold any query word: on SQLite the FTS5 table ``memory_archive_fts`` (migration 0002, rowid =
+``ArchiveEntry.id``, kept in sync inside the same transaction as the row it indexes), on
+PostgreSQL the generated ``tsvector`` column ``search`` with its GIN index (migration 0004);
+elsewhere, or on a SQLite built without FTS5, ``LIKE`` over the folded words. Ranking is always
+Okapi BM25 in Python (memory/stores/textsearch.py) with statistics taken from the caller's own
+scope: the scope's document count and average length, and each word's document frequency among
+the scope's documents (exact, since the candidates are every document of the scope holding a
+query word). FTS5's ``bm25()`` is not used: it counts the whole table, so a score would move
+when another user archived a word.
+
+The query never reaches the database as typed: it is reduced to words, each sent as a quoted
+string (FTS5) or a quoted lexeme (tsquery), so ``"``, ``*``, ``OR``, ``&`` or ``NEAR(`` in user
+text are only text.
 """
 
 from __future__ import annotations
@@ -16,14 +24,15 @@ from functools import reduce
 from operator import or_
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Avg, Count, Q
+from django.db.models import Avg, Count, F, Q
 
-from memory.models import SCOPE_KEY_LENGTH, ArchiveEntry, ArchiveHead, ArchiveListing
+from memory.models import SCOPE_KEY_LENGTH, ArchiveEntry, ArchiveHead, ArchiveListing, ArchiveVectors
 from memory.scopes import Scope
 from memory.stores import textsearch
 from memory.stores.base import (
     ArchiveDocument,
     ArchiveHit,
+    ArchiveState,
     ArchiveStore,
     ConcurrentChange,
     Fence,
@@ -128,7 +137,9 @@ class SqlArchiveStore(ArchiveStore):
     def _next_seq(self, key: str) -> int:
         heads = ArchiveHead.objects.using(self.using)
         head = heads.select_for_update().filter(scope_key=key).first() or heads.create(scope_key=key)
-        if not heads.filter(pk=head.pk, last_seq=head.last_seq).update(last_seq=head.last_seq + 1):
+        if not heads.filter(pk=head.pk, last_seq=head.last_seq).update(
+            last_seq=head.last_seq + 1, count=F("count") + 1
+        ):
             raise Raced
         return head.last_seq + 1
 
@@ -199,41 +210,74 @@ class SqlArchiveStore(ArchiveStore):
         if not terms or limit <= 0:
             return []
         key = scope_key(scope)
-        search = self._search_fts if self._search_with_fts() else self._search_portable
-        ranked = search(key, terms, limit)
-        data = dict(ArchiveEntry.objects.using(self.using).filter(pk__in=[pk for pk, _ in ranked])
-                    .values_list("pk", "data"))
-        hits = []
-        for pk, score in ranked:
-            if pk in data:
-                document = document_from_record(json.loads(data[pk]))
-                hits.append(ArchiveHit(document, score, textsearch.snippet(document.search_text(), terms)))
-        return hits
-
-    def _search_fts(self, key: str, terms: list[str], limit: int) -> list[tuple[int, float]]:
-        connection = connections[self.using]
-        fts = connection.ops.quote_name(FTS_TABLE)
-        entries = connection.ops.quote_name(ArchiveEntry._meta.db_table)
-        sql = (
-            f"SELECT e.id, bm25({fts}) AS rank FROM {fts} JOIN {entries} e ON e.id = {fts}.rowid "
-            f"WHERE {fts} MATCH %s AND e.scope_key = %s ORDER BY rank, e.seq DESC LIMIT %s"
-        )
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [textsearch.fts_match_expression(terms), key, limit])
-            # bm25() is lower for better matches; scores are higher-is-better.
-            return [(pk, -rank) for pk, rank in cursor.fetchall()]
-
-    def _search_portable(self, key: str, terms: list[str], limit: int) -> list[tuple[int, float]]:
         rows = ArchiveEntry.objects.using(self.using).filter(scope_key=key)
         stats = rows.aggregate(n=Count("pk"), avg=Avg("words"))
-        # body holds folded words, so a plain (case-sensitive on PostgreSQL) LIKE is enough to
-        # find every document holding a term; BM25 then discards mere substring matches.
-        candidates = rows.filter(reduce(or_, (Q(body__contains=t) for t in terms))).order_by("-seq")
         ranked = textsearch.bm25(
-            terms, ((pk, body.split()) for pk, body in candidates.values_list("pk", "body")),
-            total_docs=stats["n"], average_length=float(stats["avg"] or 0),
+            terms, self._candidates(key, terms), total_docs=stats["n"], average_length=float(stats["avg"] or 0)
+        )[:limit]
+        data = dict(rows.filter(pk__in=[scored.key for scored in ranked]).values_list("pk", "data"))
+        hits = []
+        for scored in ranked:
+            if scored.key in data:
+                document = document_from_record(json.loads(data[scored.key]))
+                hits.append(ArchiveHit(document, scored.score, textsearch.snippet(document.search_text(), terms)))
+        return hits
+
+    def _candidates(self, key: str, terms: list[str]) -> list[tuple[int, list[str]]]:
+        """(pk, words) of every document of the scope holding at least one of ``terms``, newest
+        first (BM25's sort is stable: equal scores keep this order, so the newest wins ties)."""
+        connection = connections[self.using]
+        q = connection.ops.quote_name
+        entries = q(ArchiveEntry._meta.db_table)
+        if self._search_with_fts():
+            fts = q(FTS_TABLE)
+            sql = (f"SELECT e.id, e.body FROM {fts} JOIN {entries} e ON e.id = {fts}.rowid "
+                   f"WHERE {fts} MATCH %s AND e.scope_key = %s ORDER BY e.seq DESC")
+            params: list[object] = [textsearch.fts_match_expression(terms), key]
+        elif connection.vendor == "postgresql" and self._fts is not False:
+            sql = (f"SELECT e.id, e.body FROM {entries} e WHERE e.scope_key = %s "
+                   "AND e.search @@ to_tsquery('simple', %s) ORDER BY e.seq DESC")
+            params = [key, textsearch.tsquery_expression(terms)]
+        else:
+            # body holds folded words, so a plain (case-sensitive on PostgreSQL) LIKE finds every
+            # document holding a term; BM25 then discards mere substring matches.
+            found = (ArchiveEntry.objects.using(self.using).filter(scope_key=key)
+                     .filter(reduce(or_, (Q(body__contains=t) for t in terms))).order_by("-seq"))
+            return [(pk, body.split()) for pk, body in found.values_list("pk", "body")]
+        return [(pk, body.split()) for pk, body in execute(self.using, sql, params)]
+
+    @database_errors
+    def archive_state(self, scope: Scope) -> ArchiveState:
+        q = connections[self.using].ops.quote_name
+        found = execute(
+            self.using,
+            f"SELECT {q('last_seq')}, {q('count')} FROM {q(ArchiveHead._meta.db_table)} WHERE {q('scope_key')} = %s",
+            [scope_key(scope)],
         )
-        return [(scored.key, scored.score) for scored in ranked[:limit]]
+        return ArchiveState(last_seq=int(found[0][0]), count=int(found[0][1])) if found else ArchiveState(0, 0)
+
+    @database_errors
+    def put_vectors(self, scope: Scope, document_id: str, *, model: str, vectors: bytes) -> bool:
+        document_id = check_document_id(document_id)
+        if not isinstance(model, str) or not model or len(model) > 200:
+            raise ValueError("a vector model name is non-empty text of at most 200 characters")
+        if not isinstance(vectors, bytes | bytearray | memoryview):
+            raise TypeError("vectors must be bytes")
+        with transaction.atomic(using=self.using):
+            pk = self._rows(scope).filter(doc_id=document_id).values_list("pk", flat=True).first()
+            if pk is None:
+                return False
+            ArchiveVectors.objects.using(self.using).update_or_create(
+                entry_id=pk, defaults={"model": model, "data": bytes(vectors)}
+            )
+            return True
+
+    @database_errors
+    def vectors(self, scope: Scope, *, after_seq: int | None = None) -> dict[str, tuple[str, bytes]]:
+        rows = ArchiveVectors.objects.using(self.using).filter(entry__scope_key=scope_key(scope))
+        if after_seq is not None:
+            rows = rows.filter(entry__seq__gt=check_int(after_seq, "after_seq"))
+        return {doc_id: (model, bytes(data)) for doc_id, model, data in rows.values_list("entry__doc_id", "model", "data")}
 
     @database_errors
     def delete(self, scope: Scope, document_id: str) -> bool:
@@ -243,6 +287,7 @@ class SqlArchiveStore(ArchiveStore):
             if pk is None:
                 return False
             ArchiveEntry.objects.using(self.using).filter(pk=pk).delete()
+            ArchiveHead.objects.using(self.using).filter(scope_key=scope_key(scope)).update(count=F("count") - 1)
             if self._indexed():
                 table = connections[self.using].ops.quote_name(FTS_TABLE)
                 with connections[self.using].cursor() as cursor:

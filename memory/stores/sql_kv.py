@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connections, transaction
@@ -13,15 +13,24 @@ from memory.models import ConsumerCursor, KVEntry
 from memory.scopes import Scope
 from memory.stores.base import (
     ConcurrentChange,
+    CursorMove,
     CursorStore,
     Fence,
     KVItem,
     KVStore,
+    KVWrite,
     StorageUnavailable,
     VersionConflict,
     validate_key,
 )
-from memory.stores.codec import check_expected_version, check_fence, check_int, check_kv_value, check_prefix
+from memory.stores.codec import (
+    check_commit,
+    check_expected_version,
+    check_fence,
+    check_int,
+    check_kv_value,
+    check_prefix,
+)
 from memory.stores.sql_common import (
     RACE_ATTEMPTS,
     Raced,
@@ -190,6 +199,77 @@ class SqlKVStore(KVStore):
         if execute_rowcount(self.using, statement.delete_version, [skey, name, expected]):
             return True
         raise self._conflict(scope, skey, name, expected)
+
+    @database_errors
+    def commit(self, writes: Sequence[KVWrite], *, cursor: CursorMove | None = None,
+               fence: Fence | None = None) -> list[KVItem | None]:
+        writes, cursor, fence = check_commit(writes, cursor, fence)
+        if not writes and cursor is None:
+            return []
+        for _ in range(RACE_ATTEMPTS):
+            now = timezone.now()
+            try:
+                with transaction.atomic(using=self.using):
+                    check_fence_in_transaction(fence, self.using, f"a commit of {len(writes)} write(s)")
+                    return self._commit_locked(writes, cursor, now)
+            except (Raced, IntegrityError):
+                # Only a race on a row that did not exist (no row lock to wait on) gets here; a
+                # conditional write then reports the conflict as put would, the others retry.
+                for write in writes:
+                    if write.expected_version is not None:
+                        raise self._conflict(write.scope, scope_key(write.scope), write.key,
+                                             write.expected_version) from None
+                if cursor is not None and cursor.expected is not _UNSET:
+                    raise ConcurrentChange(f"cursor {cursor.consumer!r} of {cursor.scope} changed meanwhile; "
+                                           "re-read and retry") from None
+        raise ConcurrentChange("the keys of a commit kept changing; retry")
+
+    def _commit_locked(self, writes: list[KVWrite], cursor: CursorMove | None, now) -> list[KVItem | None]:
+        connection = connections[self.using]
+        statement = _get_statement(self.using, connection.vendor)
+        actuals = []
+        for write in writes:  # every check before the first write
+            rows = execute(self.using, statement.version, [scope_key(write.scope), write.key])
+            actual = rows[0][0] if rows else 0
+            if write.expected_version is not None and write.expected_version != actual:
+                raise VersionConflict(
+                    f"{write.key} in {write.scope} is at version {actual}, not {write.expected_version}; "
+                    "re-read it and retry", expected=write.expected_version, actual=actual)
+            actuals.append((actual, bool(rows)))
+        position = None
+        if cursor is not None:
+            rows = ConsumerCursor.objects.using(self.using).filter(
+                scope_key=scope_key(cursor.scope), consumer=cursor.consumer)
+            position = rows.select_for_update().values_list("position", flat=True).first()
+            if cursor.expected is not _UNSET and position != cursor.expected:
+                raise ConcurrentChange(f"cursor {cursor.consumer!r} of {cursor.scope} is at {position}, "
+                                       f"not {cursor.expected}; re-read and retry")
+        when = connection.ops.adapt_datetimefield_value(now)
+        items: list[KVItem | None] = []
+        for write, (actual, exists) in zip(writes, actuals, strict=True):
+            skey = scope_key(write.scope)
+            if write.value is None:
+                if exists and not execute_rowcount(self.using, statement.delete_version, [skey, write.key, actual]):
+                    raise Raced
+                items.append(None)
+                continue
+            if not exists:
+                execute(self.using, statement.insert, [skey, write.key, write.value, 1, when])
+            elif not execute_rowcount(self.using, statement.update,
+                                      [write.value, actual + 1, when, skey, write.key, actual]):
+                raise Raced
+            items.append(KVItem(scope=write.scope, key=write.key, value=write.value, version=actual + 1,
+                                updated_at=now))
+        if cursor is not None:
+            rows = ConsumerCursor.objects.using(self.using).filter(
+                scope_key=scope_key(cursor.scope), consumer=cursor.consumer)
+            if position is None:
+                ConsumerCursor.objects.using(self.using).create(
+                    scope_key=scope_key(cursor.scope), consumer=cursor.consumer, position=cursor.position,
+                    updated_at=now)
+            elif not rows.filter(position=position).update(position=cursor.position, updated_at=now):
+                raise Raced
+        return items
 
     @database_errors
     def list(self, scope: Scope, *, prefix: str = "") -> list[KVItem]:

@@ -52,6 +52,12 @@ def fts_match_expression(terms: Sequence[str]) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
+def tsquery_expression(terms: Sequence[str]) -> str:
+    """A PostgreSQL ``to_tsquery('simple', ...)`` string that means "any of these words": each
+    one a quoted lexeme (terms hold only letters and digits, but quotes are escaped anyway)."""
+    return " | ".join("'" + term.replace("'", "''").replace("\\", "\\\\") + "'" for term in terms)
+
+
 @dataclass(frozen=True, slots=True)
 class Scored:
     key: object

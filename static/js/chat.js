@@ -146,7 +146,24 @@
     document.querySelectorAll("#meter-bar .seg").forEach(function (seg) { oldWidths[seg.id] = seg.style.width; });
   });
 
+  // "Load earlier messages" is an htmx request into the list. A re-sync (every connect sends
+  // one) replaces the list: a request still on its way then has nowhere to land (its button is
+  // gone), so it is asked again from the new list's button.
+  var earlierSource = null;
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    if (evt.target && evt.target.closest && evt.target.closest("#load-earlier")) earlierSource = evt.target;
+  });
+  document.addEventListener("htmx:afterRequest", function (evt) { if (evt.target === earlierSource) earlierSource = null; });
+
+  function retryEarlier() {
+    if (!earlierSource || document.body.contains(earlierSource)) return;
+    earlierSource = null;
+    var button = document.querySelector("#load-earlier button");
+    if (button && window.htmx) window.htmx.trigger(button, "click");
+  }
+
   chat.addEventListener("htmx:wsAfterMessage", function () {
+    retryEarlier();
     var list = messages();
     if (follow.on) scrollDown();
     else if (list && list !== follow.list) {
@@ -190,6 +207,7 @@
     var code = evt.detail && evt.detail.event ? evt.detail.event.code : 0;
     if (code === 4401) banner("You are signed out. Reload the page to sign in again.", "error");
     else if (code === 4404) banner("This conversation no longer exists.", "error");
+    else if (code === 4429) banner("Too many chat tabs are open; close one, then reload this page.", "error");
     else if (code === 1000 || code === 1001) banner("");
     else banner("Connection lost. Reconnecting…", "warn");
   });

@@ -129,30 +129,40 @@ async def test_facts_told_in_conversation_reach_core_memory_and_the_next_turn(tm
     assert "Name: Sam" in answer
 
 
-async def test_archive_search_returns_ranked_documents_with_their_origin(tmp_path, backend):
+async def test_archive_search_returns_ranked_messages_with_their_origin(tmp_path, backend):
     agent = long_term_agent()
     runtime, services, env, model = setup(tmp_path, backend, agent)
     session = SessionScope("lt-search")
     await talk_until_cleanup(runtime, agent, session)
     scope = archive_scope_for(agent="default", user_id="7")
+    when = timezone.now().replace(year=2023, month=5, day=8, hour=10, minute=0, second=0, microsecond=0)
     stored = []
     for i, text in enumerate(
         ["Lisbon trams, Lisbon food and Lisbon hills.", "Nothing about that city.", "A day trip to Lisbon."]
     ):
-        document = ArchiveDocument(session=f"session:other{i}", summary=text, title=f"Session other{i}")
+        said = Message(role="user", content=text, created_at=when + timedelta(days=i)).with_seq(1)
+        document = ArchiveDocument(session=f"session:other{i}", summary=text, title=f"Trip talk {i}", messages=(said,))
         stored.append(await off_loop(services.bundle.archive.put, scope, document))
     events = await turn(runtime, agent, session, "Search the archive for Lisbon")
     [result] = [e for e in events if type(e).__name__ == "ToolFinished"]
     assert result.ok
-    heads = re.findall(r"^\[archive (\d+) · (\d{4}-\d{2}-\d{2})\] (.*)$", result.content, flags=re.MULTILINE)
-    documents = {d.seq: d for d in await off_loop(services.bundle.archive.list, scope)}
-    seqs = [int(seq) for seq, _, _ in heads]
-    assert len(seqs) >= 3 and all("Lisbon" in documents[seq].search_text() for seq in seqs)
-    assert seqs[:2] == [stored[0].seq, stored[2].seq]  # three mentions rank above one
-    for seq, date, title in heads:
-        document = documents[int(seq)]
-        assert date == f"{document.created_at:%Y-%m-%d}"  # where it came from: seq, date and session
-        assert document.session.removeprefix("session:") in title
+    heads = re.findall(r"^\[(\d+)\.(\d+)\] (\d{4}-\d{2}-\d{2}) \d\d:\d\d · (\w+)(?: · (.*))?$",
+                       result.content, flags=re.MULTILINE)
+    by_seq = {d.seq: d for d in stored}
+    found = [(int(doc), int(seq)) for doc, seq, *_ in heads]
+    # Both messages that name Lisbon, and only those: the one that says nothing of it is not shown.
+    assert {doc for doc, _ in found} >= {stored[0].seq, stored[2].seq} and stored[1].seq not in {d for d, _ in found}
+    for doc, seq, date, speaker, title in heads:
+        if int(doc) in by_seq:  # where it came from: handle, date, speaker and conversation
+            document = by_seq[int(doc)]
+            assert (int(seq), speaker, title) == (1, "user", document.title)
+            assert date == f"{document.messages[0].created_at:%Y-%m-%d}"
+    assert "Lisbon trams, Lisbon food and Lisbon hills." in result.content  # the message shown whole
+    # archive_read opens the turns around a handle, in this user's archive only.
+    reading = await off_loop(services.retrieval.around, scope, f"{stored[2].seq}.1")
+    assert [m.text for m in reading] == ["A day trip to Lisbon."]
+    assert await off_loop(services.retrieval.around, archive_scope_for(agent="default", user_id="8"),
+                          f"{stored[2].seq}.1") == []
 
 
 async def test_layers_off_mean_no_archive_and_no_dream(tmp_path, backend):

@@ -64,7 +64,7 @@ def test_missing_files_read_empty_at_version_zero(core):
 
 
 def test_files_live_under_their_scopes_and_keys(bundle, core):
-    core.append(file=SOUL, text="I am Modex.", source="agent")
+    core.append(file=SOUL, text="I am Modex.", source="system")
     core.append(file=USER, text="Name: Ada", source="agent")
     core.append(file=MEMORY, text="- prefers metric units", source="agent")
     assert bundle.kv.get_value(AgentScope("default"), "SOUL.md") == "I am Modex.\n"
@@ -75,7 +75,7 @@ def test_files_live_under_their_scopes_and_keys(bundle, core):
 
 def test_facts_are_per_user_within_a_shared_agent(bundle, core, hooks):
     core.append(file=MEMORY, text="- user 42 fact", source="agent")
-    core.append(file=SOUL, text="shared identity", source="agent")
+    core.append(file=SOUL, text="shared identity", source="admin:1")
     someone_else = other(bundle, hooks, user="43")
     assert someone_else.read(file=MEMORY).text == ""
     assert someone_else.read(file=SOUL).text == "shared identity\n"
@@ -136,17 +136,21 @@ def test_replace_needs_exactly_one_occurrence(core, events):
 
 
 def test_noop_edits_write_nothing(core, events):
-    state = core.append(file=SOUL, text="calm", source="agent")
-    assert core.rewrite(file=SOUL, text="calm\n", source="agent", expected_version=1) == state
-    assert core.replace(file=SOUL, old="calm", new="calm", source="agent") == state
+    state = core.append(file=SOUL, text="calm", source="admin:1")
+    assert core.rewrite(file=SOUL, text="calm\n", source="admin:1", expected_version=1) == state
+    assert core.replace(file=SOUL, old="calm", new="calm", source="admin:1") == state
     assert len(events) == 1 and core.read(file=SOUL).version == 1
 
 
-def test_control_characters_are_dropped_on_write(core):
+def test_control_characters_are_dropped_and_line_ends_made_lf_on_write(core):
     state = core.rewrite(file=MEMORY, text="- a\x00b\x01c\td\r\n", source="agent", expected_version=0)
-    assert state.text == "- abc\td\r\n"
-    assert core.replace(file=MEMORY, old="a\x00bc", new="x\x1b", source="agent").text == "- x\td\r\n"
-    assert core.append(file=MEMORY, text="\x00- y", source="agent").text == "- x\td\r\n- y\n"
+    assert state.text == "- abc\td\n"
+    assert core.replace(file=MEMORY, old="a\x00bc", new="x\x1b", source="agent").text == "- x\td\n"
+    assert core.append(file=MEMORY, text="\x00- y", source="agent").text == "- x\td\n- y\n"
+    # a browser's textarea sends CRLF; an old Mac editor CR: the file keeps LF only
+    state = core.rewrite(file=USER, text="Name: Ada\r\nLikes tea\rLives in Oslo\r\n", source="user:42",
+                         expected_version=0)
+    assert state.text == "Name: Ada\nLikes tea\nLives in Oslo\n" and "\r" not in core.history(file=USER)[-1].text
 
 
 def test_unknown_file_and_source_are_refused(core):
@@ -186,9 +190,9 @@ def test_two_writers_from_the_same_version_one_conflicts_nothing_lost(bundle, co
 
 
 def test_two_first_writers_of_a_new_file_cannot_both_win(bundle, core, hooks):
-    core.rewrite(file=SOUL, text="first", source="agent", expected_version=0)
+    core.rewrite(file=SOUL, text="first", source="admin:1", expected_version=0)
     with pytest.raises(CoreMemoryConflict):
-        other(bundle, hooks).rewrite(file=SOUL, text="second", source="dream", expected_version=0)
+        other(bundle, hooks).rewrite(file=SOUL, text="second", source="admin:2", expected_version=0)
     assert core.read(file=SOUL).text == "first"
 
 
@@ -203,7 +207,7 @@ def test_rewrite_from_a_stale_version_conflicts(core):
 
 
 class _Interleaving:
-    """A KVStore proxy that lets another writer slip in just before the first few puts."""
+    """A KVStore proxy that lets another writer slip in just before the first few commits."""
 
     def __init__(self, kv, meddle, times):
         self._kv, self._meddle, self._times = kv, meddle, times
@@ -211,11 +215,11 @@ class _Interleaving:
     def __getattr__(self, name):
         return getattr(self._kv, name)
 
-    def put(self, scope, key, value, *, expected_version=None):
-        if self._times and not key.endswith(".history"):
+    def commit(self, writes, **kwargs):
+        if self._times:
             self._times -= 1
             self._meddle()
-        return self._kv.put(scope, key, value, expected_version=expected_version)
+        return self._kv.commit(writes, **kwargs)
 
 
 def test_append_retries_its_compare_and_set(bundle, hooks):
@@ -239,9 +243,9 @@ def test_replace_does_not_retry_over_a_concurrent_change(bundle, hooks):
 
 def test_store_conflicts_never_escape_as_store_errors(bundle, hooks):
     core = other(bundle, hooks)
-    core.rewrite(file=SOUL, text="x", source="agent", expected_version=0)
+    core.rewrite(file=SOUL, text="x", source="system", expected_version=0)
     try:
-        core.rewrite(file=SOUL, text="y", source="agent", expected_version=5)
+        core.rewrite(file=SOUL, text="y", source="system", expected_version=5)
     except VersionConflict:  # pragma: no cover - the assertion below explains
         pytest.fail("a store VersionConflict leaked out of CoreMemory")
     except CoreMemoryConflict:
@@ -259,7 +263,7 @@ def _text_of(tokens):
 
 def test_a_file_exactly_at_its_cap_is_accepted(bundle, hooks):
     core = other(bundle, hooks, caps={SOUL: 50})
-    state = core.rewrite(file=SOUL, text=_text_of(50), source="agent", expected_version=0)
+    state = core.rewrite(file=SOUL, text=_text_of(50), source="system", expected_version=0)
     assert state.tokens == 50 == state.cap
 
 

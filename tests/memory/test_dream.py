@@ -20,6 +20,7 @@ from memory.dream import (
     DreamOptions,
     default_archive_scope,
 )
+from memory import core_proposals as proposals
 from memory.dream.edits import CoreEdit, InvalidAnswer, apply_edits, parse_answer, validate_edits
 from memory.dream.prompt import CONSOLIDATION_MARKER, build_prompt
 from memory.hooks import ConsolidationFinished, CoreMemoryUpdated, MemoryHookDispatcher, MemoryHookPoint
@@ -111,23 +112,35 @@ def test_edits_from_archive_documents_land_in_core_memory_with_events_and_cursor
     result = engine(bundle, model, hooks).consolidate(agent="default", user="42", config=ON)
 
     assert result.status is ConsolidationStatus.CONSOLIDATED
-    assert result.documents == 2 and result.edits == 3 and result.cursor == second.seq
+    assert result.documents == 2 and result.edits == 2 and result.cursor == second.seq
     assert {e.source for e in result.applied} == {first.id, second.id}
-    assert texts(bundle) == {SOUL: "Name: Ada\n", USER: "Name: Sam\n", MEMORY: "Decided: ship on Friday\n"}
+    # SOUL.md is every user's: the Dream Engine consolidating one user's archive only proposes
+    assert texts(bundle) == {SOUL: "", USER: "Name: Sam\n", MEMORY: "Decided: ship on Friday\n"}
+    [proposal] = proposals.list_proposals(kv=bundle.kv, agent="default")
+    assert (proposal.file, proposal.action, proposal.text, proposal.source, proposal.user) == (
+        SOUL, "append", "Name: Ada", "dream", "42")
+    assert (proposal.document, proposal.session) == (second.id, "session:s1") and proposal.pending
+    assert result.proposals == ("add “Name: Ada”",)
     assert bundle.cursors.get(SCOPE, DREAM_CONSUMER) == second.seq
-    assert all(core(bundle).history(file=f)[-1].source == "dream" for f in (SOUL, USER, MEMORY))
+    assert all(core(bundle).history(file=f)[-1].source == "dream" for f in (USER, MEMORY))
     updated = [e for e in events if isinstance(e, CoreMemoryUpdated)]
-    assert sorted(e.file for e in updated) == [MEMORY, SOUL, USER]  # one event per changed file
+    assert sorted(e.file for e in updated) == [MEMORY, USER]  # one event per changed file
     assert all(e.source == "dream" for e in updated)
     [finished] = [e for e in events if isinstance(e, ConsolidationFinished)]
     assert (finished.scope, finished.mode, finished.documents, finished.edits, finished.cursor, finished.error) == (
         SCOPE,
         "incremental",
         2,
-        3,
+        2,
         second.seq,
         None,
     )
+    # provenance: which conversation, which document, when it was said
+    source = core(bundle).ledger(file=USER).source_of("Name: Sam")
+    assert (source.by, source.session, source.document) == ("dream", "session:s1", first.id)
+    assert source.said_at == first.messages[0].created_at
+    record = engine(bundle, model).last_run(scope=SCOPE)
+    assert record["status"] == "consolidated" and record["run_id"] == result.run_id and record["edits"] == 2
     prompt = model.prompts[0]
     assert CONSOLIDATION_MARKER in prompt[0]["content"]
     assert all(name in prompt[0]["content"] for name in (SOUL, USER, MEMORY)) and "JSON" in prompt[0]["content"]
@@ -200,6 +213,7 @@ def test_invalid_edits_are_rejected_and_the_rest_applied(bundle):
 
     result = engine(bundle, Scripted(answer)).consolidate(agent="default", user="42", config=ON)
     assert texts(bundle) == {SOUL: "", USER: "Works at Acme\n", MEMORY: ""}
+    assert proposals.list_proposals(kv=bundle.kv, agent="default") == []
     reasons = [r.reason for r in result.rejected]
     assert len(reasons) == 8
     assert sum("SOUL.md only takes" in r for r in reasons) == 2
@@ -268,8 +282,8 @@ async def test_an_agent_edit_during_the_model_call_survives(threaded_bundle):
 
 
 class RacingKV(KVStore):
-    """Delegates to a real KV; just before the Dream Engine's first MEMORY.md write lands, the
-    agent's own edit lands (the compare-and-set then fails and the engine must re-apply)."""
+    """Delegates to a real KV; just before the Dream Engine's first commit of MEMORY.md lands,
+    the agent's own edit lands (the compare-and-set then fails and the engine must re-apply)."""
 
     def __init__(self, inner: KVStore) -> None:
         self.inner = inner
@@ -278,18 +292,21 @@ class RacingKV(KVStore):
     def get(self, scope, key):
         return self.inner.get(scope, key)
 
-    def put(self, scope, key, value, *, expected_version=None):
-        if key == MEMORY and expected_version is not None and not self.raced:
-            self.raced = True
-            current = self.inner.get(scope, key)
-            self.inner.put(scope, key, (current.value if current else "") + "Agent line\n")
-        return self.inner.put(scope, key, value, expected_version=expected_version)
+    def put(self, scope, key, value, *, expected_version=None, fence=None):
+        return self.inner.put(scope, key, value, expected_version=expected_version, fence=fence)
 
     def delete(self, scope, key, *, expected_version=None):
         return self.inner.delete(scope, key, expected_version=expected_version)
 
     def list(self, scope, *, prefix=""):
         return self.inner.list(scope, prefix=prefix)
+
+    def commit(self, writes, *, cursor=None, fence=None):
+        if any(w.key == MEMORY for w in writes) and not self.raced:
+            self.raced = True
+            CoreMemory(kv=self.inner, config=ON, agent="default", user="42").append(
+                file=MEMORY, text="Agent line", source="agent")
+        return self.inner.commit(writes, cursor=cursor, fence=fence)
 
 
 def test_a_conflicting_write_is_reapplied_on_the_fresh_text(bundle):
@@ -315,15 +332,17 @@ def test_a_held_lease_means_busy(bundle):
 
 
 @pytest.mark.parametrize(
-    "answer, message",
+    "answer, message, calls, kind",
     [
-        (lambda m: RuntimeError("endpoint down"), "endpoint down"),
-        (lambda m: "Sure! I would add the name.", "not JSON"),
-        (lambda m: '{"changes": []}', 'no "edits" list'),
-        (lambda m: "", "empty"),
+        (lambda m: RuntimeError("endpoint down"), "endpoint down", 1, "model"),
+        (lambda m: "Sure! I would add the name.", "not JSON", 2, "invalid_answer"),
+        (lambda m: '{"changes": []}', 'no "edits" list', 2, "invalid_answer"),
+        (lambda m: "", "empty", 2, "invalid_answer"),
     ],
 )
-def test_a_model_failure_changes_nothing_and_is_retried_later_with_backoff(bundle, hooks, events, answer, message):
+def test_a_model_failure_changes_nothing_and_is_retried_later_with_backoff(
+    bundle, hooks, events, answer, message, calls, kind
+):
     put_doc(bundle, "My name is Sam.")
     clock = Clock()
     model = Scripted(answer)
@@ -331,6 +350,8 @@ def test_a_model_failure_changes_nothing_and_is_retried_later_with_backoff(bundl
 
     failed = dream.consolidate(agent="default", user="42", config=ON)
     assert failed.status is ConsolidationStatus.FAILED and message in failed.error
+    assert len(model.prompts) == calls  # an answer that is not the JSON is asked for once more
+    assert failed.failure.kind == kind and failed.warnings
     assert failed.next_attempt_at == clock.now + timedelta(seconds=60) and failed.attempts == 1
     assert texts(bundle) == {SOUL: "", USER: "", MEMORY: ""}
     assert bundle.cursors.get(SCOPE, DREAM_CONSUMER) is None
@@ -341,7 +362,7 @@ def test_a_model_failure_changes_nothing_and_is_retried_later_with_backoff(bundl
 
     # not in a tight loop: until the next attempt is due, the model is not even asked
     early = dream.consolidate(agent="default", user="42", config=ON)
-    assert early.status is ConsolidationStatus.DEFERRED and len(model.prompts) == 1
+    assert early.status is ConsolidationStatus.DEFERRED and len(model.prompts) == calls
     clock.now += timedelta(seconds=61)
     second = dream.consolidate(agent="default", user="42", config=ON)
     assert second.attempts == 2 and second.next_attempt_at == clock.now + timedelta(seconds=120)
@@ -408,6 +429,7 @@ def test_documents_are_escaped_in_the_prompt():
         seq=3,
     )
     messages = build_prompt(documents=[doc], files={USER: "Name: <Sam>"}, caps={USER: 10})
+    assert "omitted" not in messages[1]["content"]
     body = messages[1]["content"]
     assert body.count("</archive_document>") == 1 and "&lt;/archive_document&gt;" in body
     assert "&lt;/message&gt; &amp; &lt;b&gt;" in body and "secret tool output" not in body

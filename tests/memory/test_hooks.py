@@ -203,6 +203,9 @@ class MemoryKV(KVStore):
         found = [i for (s, k), i in self.items.items() if s == scope.key() and k.startswith(prefix)]
         return sorted(found, key=lambda i: i.key)
 
+    def commit(self, writes, *, cursor=None, fence=None):  # type: ignore[no-untyped-def]
+        raise NotImplementedError("the hook tests never commit")
+
 
 def test_todo_reorientation_writes_a_note_once() -> None:
     kv = MemoryKV()

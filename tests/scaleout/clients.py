@@ -92,6 +92,7 @@ class WebSocket:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.close_code: int | None = None  # the server's close code, once it closed
 
     @classmethod
     async def connect(cls, port: int, path: str, *, cookie: str, host: str = "127.0.0.1", origin: str | None = None) -> WebSocket:
@@ -143,6 +144,7 @@ class WebSocket:
                 size = struct.unpack("!Q", await self.reader.readexactly(8))[0]
             data = await self.reader.readexactly(size)
             if opcode == 0x8:
+                self.close_code = struct.unpack("!H", data[:2])[0] if len(data) >= 2 else None
                 return None
             if opcode == 0x9:
                 self.writer.write(bytes([0x8A, 0x80 | len(data)]) + b"\0\0\0\0" + data)

@@ -27,6 +27,10 @@ async def drain(model):
     lambda req: f"bad credentials in {req.headers.get('authorization')}",  # the header as it came
     lambda req: "bad credentials: Basic " + base64.b64encode(f"modex:{PASSWORD}".encode()).decode(),
     lambda req: f"user modex with password {PASSWORD} unknown",
+    lambda req: f"rejected api_key={FAKE_API_KEY[:14]}",  # cut short and glued to its name by "="
+    lambda req: f"rejected Authorization:{FAKE_API_KEY[:16]}",  # glued by ":"
+    lambda req: f"INVALID KEY {FAKE_API_KEY.upper()}",  # echoed upper-cased
+    lambda req: f"INVALID KEY={FAKE_API_KEY[:-2].upper()}",  # upper-cased, cut short and glued
 ])
 async def test_an_echoed_secret_is_redacted_everywhere(fake_openai, sleeps, caplog, echo):
     from agents.llm.openai import OpenAIChatModel
@@ -48,7 +52,11 @@ async def test_an_echoed_secret_is_redacted_everywhere(fake_openai, sleeps, capl
     assert sent == "Basic " + base64.b64encode(f"modex:{PASSWORD}".encode()).decode()  # the URL's credentials
     for secret in (FAKE_API_KEY, FAKE_API_KEY[:12], FAKE_API_KEY[-8:], PASSWORD,
                    base64.b64encode(f"modex:{PASSWORD}".encode()).decode(), sent.partition(" ")[2]):
-        assert secret not in shown, secret
+        assert secret.lower() not in shown.lower(), secret
+
+
+def test_a_glued_key_keeps_its_name_and_loses_its_value():
+    assert scrub_secrets(f"api_key={FAKE_API_KEY[:14]} at 12:30:45", key=FAKE_API_KEY) == "api_key=[redacted] at 12:30:45"
 
 
 async def _done():

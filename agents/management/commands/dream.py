@@ -6,7 +6,10 @@
     manage.py dream --full               re-read every archive document, not only the new ones
 
 On demand means now: a pending backoff after a failure is ignored. Pairs with nothing new are
-skipped. Exits with an error when a consolidation failed (after trying the others).
+skipped. Every warning is printed (a model whose answers were not the JSON asked for, edits that
+were all refused), and so are the changes to SOUL.md that were proposed to staff instead of
+written (SOUL.md is shared by every user of the agent). Exits with an error when a consolidation
+failed (after trying the others).
 """
 
 from __future__ import annotations
@@ -95,10 +98,17 @@ class Command(BaseCommand):
                 if result.next_attempt_at
                 else ""
             )
-            self.stderr.write(f"{label}: FAILED: {result.error}{when}")
+            self.stderr.write(f"{label}: FAILED (run {result.run_id}): {result.error}{when}")
+            self._warn(label, result)
+            if result.failure is not None and result.failure.answer:
+                self.stderr.write(f"{label}:   the model answered: {result.failure.answer!r}")
             return 1
         if result.status is ConsolidationStatus.BUSY:
             self.stdout.write(f"{label}: skipped, another consolidation is running")
+            return 0
+        if result.status is ConsolidationStatus.SUPERSEDED:
+            self.stderr.write(f"{label}: stopped (run {result.run_id}): {result.error}; another run took over and "
+                              "its work stands")
             return 0
         files = ", ".join(f"{file} v{version}" for file, version in result.files.items()) or "no file changed"
         self.stdout.write(
@@ -109,4 +119,11 @@ class Command(BaseCommand):
         )
         for edit in result.applied:
             self.stdout.write(f"  {edit.describe()}")
+        for proposal in result.proposals:
+            self.stdout.write(f"  SOUL.md (proposed to staff, not written): {proposal}")
+        self._warn(label, result)
         return 0
+
+    def _warn(self, label: str, result: Any) -> None:
+        for warning in result.warnings:
+            self.stderr.write(self.style.WARNING(f"{label}: WARNING: {warning}"))

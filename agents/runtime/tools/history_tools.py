@@ -1,7 +1,8 @@
 """Tools over history: the archive of earlier conversations and the pruned catalog.
 
 Each tool is scoped to the agent and user of the run; none can reach another agent's or user's
-memory. The archive tool is only compiled in when the archive is on for the agent (``registry``).
+memory. The archive tools (``archive_search`` ranks messages, ``archive_read`` opens the turns
+around one) are only compiled in when the archive is on for the agent (``registry``).
 """
 
 from __future__ import annotations
@@ -11,13 +12,19 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from agents.runtime.tools.base import Tool, ToolError
+from memory.assembly.archive import excerpt
+from memory.retrieval.index import ArchivedMessage, InvalidHandle
 from memory.scopes import AgentScope, CompositeScope, UserScope
+from memory.threads import run_blocking
 
 if TYPE_CHECKING:
     from agents.runtime.context import ToolContext
 
-ARCHIVE_HITS = 5
-EXCERPT_CHARS = 600
+ARCHIVE_HITS = 8
+HIT_CHARS = 700
+READ_AROUND = 4
+READ_MAX = 20
+READ_CHARS = 2000
 
 
 def archive_scope_for(*, agent: str, user_id: str) -> CompositeScope:
@@ -25,9 +32,19 @@ def archive_scope_for(*, agent: str, user_id: str) -> CompositeScope:
     return CompositeScope(AgentScope(agent), UserScope(user_id))
 
 
+def _line(message: ArchivedMessage, text: str) -> str:
+    speaker = message.name if message.role == "tool" and message.name else message.role
+    title = f" · {message.document_title}" if message.document_title else ""
+    return f"[{message.handle}] {message.created_at:%Y-%m-%d %H:%M} · {speaker}{title}\n{text}"
+
+
 class ArchiveSearchTool(Tool):
     name = "archive_search"
-    description = "Search your long-term archive of earlier conversations with this user. Returns the best matches."
+    description = (
+        "Search everything said in your earlier conversations with this user. Returns the matching "
+        "messages, each with its date, speaker, conversation and a handle; archive_read shows the turns "
+        "around a handle."
+    )
     parameters = {
         "type": "object",
         "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 500}},
@@ -37,19 +54,45 @@ class ArchiveSearchTool(Tool):
 
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         scope = archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id)
-        hits = await sync_to_async(ctx.services.bundle.archive.search, thread_sensitive=True)(
-            scope, args["query"], limit=ARCHIVE_HITS
-        )
+        hits = await run_blocking(ctx.services.retrieval.search, scope, args["query"], limit=ARCHIVE_HITS)
         if not hits:
-            return f"No archived conversation matches {args['query']!r}."
-        lines = []
-        for hit in hits:
-            doc = hit.document
-            lines.append(
-                f"[archive {doc.seq} · {doc.created_at:%Y-%m-%d}] {doc.title or 'untitled'}\n"
-                f"{hit.snippet}\nSummary: {doc.summary[:EXCERPT_CHARS]}"
-            )
-        return "\n\n".join(lines)
+            return f"No archived message matches {args['query']!r}."
+        ordered = sorted(hits, key=lambda hit: (hit.message.created_at, hit.message.seq))
+        return "\n\n".join(_line(hit.message, excerpt(hit.message, hit.matched, width=HIT_CHARS)) for hit in ordered)
+
+
+class ArchiveReadTool(Tool):
+    name = "archive_read"
+    description = (
+        "Read the turns around an archived message, by the handle archive_search or the <archive_recall> "
+        "section gave (e.g. '12.37'): the conversation before and after it, in order."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "handle": {"type": "string", "minLength": 1, "maxLength": 40},
+            "before": {"type": "integer", "minimum": 0, "maximum": READ_MAX},
+            "after": {"type": "integer", "minimum": 0, "maximum": READ_MAX},
+        },
+        "required": ["handle"],
+        "additionalProperties": False,
+    }
+
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        scope = archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id)
+        before, after = args.get("before", READ_AROUND), args.get("after", READ_AROUND)
+        try:
+            messages = await run_blocking(ctx.services.retrieval.around, scope, args["handle"], before=before, after=after)
+        except InvalidHandle as exc:
+            raise ToolError(str(exc)) from None
+        if not messages:
+            raise ToolError(f"no archived message has the handle {args['handle']!r}")
+        parts = []
+        for message in messages:
+            text = message.text if len(message.text) <= READ_CHARS else message.text[:READ_CHARS] + " […]"
+            mark = " ◀" if message.handle == args["handle"].strip().lstrip("#") else ""
+            parts.append(_line(message, text) + mark)
+        return "\n\n".join(parts)
 
 
 class PrunedLookupTool(Tool):

@@ -168,7 +168,7 @@ def test_history_is_bounded_and_counts_what_it_leaves_out(client_for, owner, con
     assert len(history.messages) + len(history.pruned) == 6
     assert history.hidden == total - 6
     page = client_for(owner).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
-    assert f"{total - 6} older messages of this conversation are not shown here" in page
+    assert f"{total - 6} earlier messages" in page and 'id="load-earlier"' in page
     everything = [e.message for e in chat_runtime.services.catalog.entries(session)]
     everything += chat_runtime.services.bundle.messages.read(session)
     assert [m.id for m in history.pruned + history.messages] == [m.id for m in everything][-6:], "the latest six, in order"

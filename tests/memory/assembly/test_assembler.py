@@ -80,7 +80,7 @@ def test_request_order_and_account(bundle, catalog, hooks, assembled_events):
         supplements=[Experiences()],
     )
     names = [a.name for a in context.account]
-    assert names == ["system", "core memory", "archive summaries", "pruned catalog", "experiences", "tools", "messages"]
+    assert names == ["system", "core memory", "archive", "pruned catalog", "experiences", "tools", "messages"]
     system = context.messages[0]
     assert system["role"] == "system" and [m["role"] for m in context.messages].count("system") == 1
     text = system["content"]

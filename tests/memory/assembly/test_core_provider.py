@@ -68,8 +68,9 @@ def test_hostile_content_cannot_leave_its_element(bundle, hostile):
     # Written the way the agent's tool writes: through CoreMemory (which drops NUL, since the
     # KV stores refuse it); other controls are stripped by the XML rendering.
     core = CoreMemory(kv=bundle.kv, config=FULL, agent="default", user="42")
-    for file in (SOUL, USER, MEMORY):
-        core.rewrite(file=file, text=f"before {hostile} after", source="agent", expected_version=0)
+    for file in (SOUL, USER, MEMORY):  # SOUL.md is shared: only the operator or staff write it
+        source = "system" if file == SOUL else "agent"
+        core.rewrite(file=file, text=f"before {hostile} after", source=source, expected_version=0)
     raw = f"before {hostile.replace(chr(0), '')} after"  # written around CoreMemory, controls and all
     bundle.kv.put(core_scope(file=USER, agent="default", user="42"), USER, raw)
     root = parse(CoreMemoryProvider().provide(ctx(bundle)).text)

@@ -3,7 +3,7 @@
 * the persisted session (and the pruned catalog) is byte-for-byte the same before and after;
 * the messages sent pass validate_transcript, never start with a tool result and never hold two
   user messages in a row;
-* memory sections come in pipeline order: core memory → archive summaries → pruned catalog;
+* memory sections come in pipeline order: core memory → archive → pruned catalog;
 * the account's sections sum to the total within the counted overhead, under the window.
 """
 
@@ -27,7 +27,7 @@ from memory.transcript import chain_spans, repair_transcript, validate_transcrip
 
 from .helpers import HOSTILE, new_session, parse
 
-MEMORY_ORDER = ["core memory", "archive summaries", "pruned catalog"]
+MEMORY_ORDER = ["core memory", "archive", "pruned catalog"]
 SECRETS = (
     "sk-abcdefghijklmnopqrstuvwxyz123456",
     "AKIAIOSFODNN7EXAMPLE",

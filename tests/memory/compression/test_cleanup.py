@@ -8,6 +8,7 @@ import subprocess
 
 from asgiref.sync import sync_to_async
 
+from memory.archiving import ARCHIVE_CURSOR, document_id_for
 from memory.compression.cleanup import (
     INTENT_KEY,
     LEASE_NAME,
@@ -162,7 +163,8 @@ def test_archive_gets_one_document_per_cleanup(bundle, session, catalog, hooks, 
     config = MemoryConfig(context_window=4096, compression_threshold=1000, keep_tokens=300, archive_enabled=True)
     appended = bundle.messages.append(session, conversation(12))
     result = cleanup(bundle, session, catalog, hooks, config=config, archive_scope=ARCHIVE)
-    assert result.archive_document_id == derived_id("archive", session=session, through_seq=result.through_seq)
+    # Named by the session and the first seq it holds: a retried cleanup finds it again.
+    assert result.archive_document_id == document_id_for(session, appended[0].seq)
     documents = bundle.archive.list(ARCHIVE)
     assert [d.id for d in documents] == [result.archive_document_id]
     document = documents[0]
@@ -174,6 +176,9 @@ def test_archive_gets_one_document_per_cleanup(bundle, session, catalog, hooks, 
     cleanup(bundle, session, catalog, hooks, config=config, archive_scope=ARCHIVE)
     archived = [m.id for d in bundle.archive.list(ARCHIVE) for m in d.messages]
     assert archived == [e.message.id for e in catalog.entries(session)]
+    assert bundle.cursors.get(session, ARCHIVE_CURSOR) == catalog.entries(session)[-1].message.seq
+    assert document.metadata["first_seq"] == 1 and document.metadata["last_seq"] == result.through_seq
+    assert document.metadata["first_at"] == appended[0].created_at.isoformat()
 
 
 def test_archive_off_writes_no_document(bundle, session, catalog) -> None:

@@ -93,7 +93,7 @@ def test_round_trip_keeps_every_field(tmp_path, source_backend, target_backend):
     export_scopes(bundle=source, catalog=source_catalog, scopes=every_scope(bundle=source, catalog=source_catalog),
                   out=tmp_path / "export")
     target, target_catalog = side(tmp_path, target_backend, "b")
-    report = import_export(bundle=target, catalog=target_catalog, source=tmp_path / "export")
+    report = import_export(bundle=target, catalog=target_catalog, source=tmp_path / "export", scopes=None)
     assert report.warnings == []
     after = snapshot(target, target_catalog)
     assert after == before
@@ -133,13 +133,13 @@ def test_import_refuses_a_non_empty_target_unless_replace(tmp_path, target_backe
     target.messages.append(SESSION, [Message(role="user", content="already here")])
     target.kv.put(UserScope("7"), "USER.md", "mine")
     with pytest.raises(TargetNotEmpty) as info:
-        import_export(bundle=target, catalog=target_catalog, source=tmp_path / "export")
+        import_export(bundle=target, catalog=target_catalog, source=tmp_path / "export", scopes=None)
     assert "session:s-main has messages" in str(info.value) and "user:7 has KV items" in str(info.value)
     assert "--replace" in str(info.value)
     assert [m.content for m in target.messages.read(SESSION)] == ["already here"]  # nothing written anywhere
     assert target.kv.list(COMPOSITE) == [] and target.archive.list(COMPOSITE) == []
 
-    report = import_export(bundle=target, catalog=target_catalog, source=tmp_path / "export", replace=True)
+    report = import_export(bundle=target, catalog=target_catalog, source=tmp_path / "export", scopes=None, replace=True)
     assert target.kv.get(UserScope("7"), "USER.md") is None
     assert [m.id for m in target.messages.read(SESSION, include_deleted=True)] == [
         m.id for m in source.messages.read(SESSION, include_deleted=True)]
@@ -153,14 +153,14 @@ def test_import_rejects_what_is_not_an_export(tmp_path):
     target, catalog = side(tmp_path, "file", "b")
     (tmp_path / "junk").mkdir()
     with pytest.raises(TransferError, match="no manifest.json"):
-        import_export(bundle=target, catalog=catalog, source=tmp_path / "junk")
+        import_export(bundle=target, catalog=catalog, source=tmp_path / "junk", scopes=None)
     (tmp_path / "junk" / "manifest.json").write_text('{"format": "other"}')
     with pytest.raises(TransferError, match="not a Modex memory export"):
-        import_export(bundle=target, catalog=catalog, source=tmp_path / "junk")
+        import_export(bundle=target, catalog=catalog, source=tmp_path / "junk", scopes=None)
     (tmp_path / "junk" / "manifest.json").write_text(
         '{"format": "modex-memory-export", "version": 1, "scopes": [{"key": "user:1", "dir": "../../etc"}]}')
     with pytest.raises(TransferError, match="outside the export"):
-        import_export(bundle=target, catalog=catalog, source=tmp_path / "junk")
+        import_export(bundle=target, catalog=catalog, source=tmp_path / "junk", scopes=None)
 
 
 def test_commands_move_memory_between_backends(services, owner, tmp_path):
@@ -171,13 +171,13 @@ def test_commands_move_memory_between_backends(services, owner, tmp_path):
     keys = [s["key"] for s in json.loads((out / "manifest.json").read_text())["scopes"]]
     assert f"user:{owner.pk}" in keys and seeded.session.key() in keys and seeded.archive_scope.key() in keys
     other = "sqlite" if services.bundle.backend == "file" else "file"
-    call_command("memory_import", "--from", str(out), "--backend", other)
+    call_command("memory_import", "--from", str(out), "--backend", other, "--every-scope")
     target = open_bundle(other, root=Path(services.workspace) / "memory")
     assert target.messages.read(seeded.session, include_deleted=True) == services.bundle.messages.read(
         seeded.session, include_deleted=True)
     assert target.archive.list(seeded.archive_scope) == services.bundle.archive.list(seeded.archive_scope)
     with pytest.raises(CommandError, match="refusing to import"):
-        call_command("memory_import", "--from", str(out), "--backend", other)
+        call_command("memory_import", "--from", str(out), "--backend", other, "--every-scope")
     with pytest.raises(CommandError, match="say what to export"):
         call_command("memory_export", "--out", str(tmp_path / "nothing"))
     with pytest.raises(CommandError, match="not allowed|unknown scope kind|no kind"):

@@ -203,3 +203,51 @@ def test_list_summaries_follows_deletes_and_new_documents(bundle):
     second = bundle.archive.put(U, doc("the same words", title="same"))
     assert bundle.archive.list_summaries(U) == bundle.archive.list_summaries(U) == [replace(second, messages=())]
     assert second.id != first.id and second.seq == first.seq + 1
+
+
+def test_search_scores_are_computed_within_the_callers_scope(bundle):
+    """Another user's archive changes neither which of a user's documents are found nor their scores."""
+    alice, bob = UserScope("alice"), UserScope("bob")
+    bundle.archive.put(alice, doc("we spoke about kayaks and the harbour"))
+    bundle.archive.put(alice, doc("a note on lanterns and the harbour"))
+    before = [(h.document.id, h.score) for h in bundle.archive.search(alice, "kayaks lanterns harbour")]
+    assert len(before) == 2 and before[0][1] == pytest.approx(before[1][1])  # equal before Bob
+    # Bob archives plenty of one of the words (and of others): under a global statistic "kayaks"
+    # would become common and score lower than "lanterns" for Alice.
+    for i in range(12):
+        bundle.archive.put(bob, doc(f"kayaks kayaks harbour number {i}"))
+    after = [(h.document.id, h.score) for h in bundle.archive.search(alice, "kayaks lanterns harbour")]
+    assert after == before
+    assert {h.document.id for h in bundle.archive.search(bob, "lanterns")} == set()
+
+
+def test_archive_state_follows_puts_and_deletes(bundle):
+    assert bundle.archive.archive_state(U).count == 0
+    first = bundle.archive.put(U, doc())
+    second = bundle.archive.put(U, doc())
+    state = bundle.archive.archive_state(U)
+    assert (state.last_seq, state.count) == (second.seq, 2)
+    bundle.archive.put(U, replace(first, seq=None))  # idempotent: no new document
+    assert bundle.archive.archive_state(U) == state
+    bundle.archive.delete(U, first.id)
+    after = bundle.archive.archive_state(U)
+    assert after.count == 1 and after.last_seq >= second.seq
+    assert bundle.archive.archive_state(UserScope("nobody")).count == 0
+
+
+def test_vectors_are_stored_beside_their_document_and_replaced(bundle):
+    first = bundle.archive.put(U, doc(messages=tuple(tool_chain())))
+    second = bundle.archive.put(U, doc())
+    assert bundle.archive.vectors(U) == {}
+    assert bundle.archive.put_vectors(U, first.id, model="m-2", vectors=b"\x00\x01" * 4)
+    assert bundle.archive.put_vectors(U, second.id, model="m-2", vectors=b"\x02\x03")
+    assert bundle.archive.vectors(U) == {first.id: ("m-2", b"\x00\x01" * 4), second.id: ("m-2", b"\x02\x03")}
+    assert bundle.archive.vectors(U, after_seq=first.seq) == {second.id: ("m-2", b"\x02\x03")}
+    assert bundle.archive.put_vectors(U, first.id, model="m-3", vectors=b"\x09")  # a new model replaces
+    assert bundle.archive.vectors(U)[first.id] == ("m-3", b"\x09")
+    assert not bundle.archive.put_vectors(U, "no-such-document", model="m-3", vectors=b"")
+    assert bundle.archive.vectors(UserScope("other")) == {}
+    bundle.archive.delete(U, first.id)
+    assert set(bundle.archive.vectors(U)) == {second.id}
+    with pytest.raises(InvalidKey):
+        bundle.archive.put_vectors(U, "../x", model="m", vectors=b"")

@@ -393,3 +393,62 @@ def test_message_codec_round_trip():
     for message in [*tool_chain(), Message(role="user", content="\ud800 \x00 \u2028")]:
         line = file_format.parse_line(file_format.encode_line(message))
         assert line.message() == message and not line.deleted
+
+
+# -- commit: the journal ------------------------------------------------------------------------
+
+
+def _crash_after(storage: DefaultScopedStorage, monkeypatch, files: int) -> None:
+    """Make the n-th value file the commit writes raise, as a crash there would stop it."""
+    from memory.stores import file as file_module
+
+    real = file_module.fsio.atomic_write
+    seen = {"n": 0}
+
+    def crashing(path, data, **kwargs):
+        if path.name != "cursors" and not path.name.startswith(".") and path.parent.name == "kv":
+            seen["n"] += 1
+            if seen["n"] > files:
+                raise OSError("simulated crash")
+        return real(path, data, **kwargs)
+
+    monkeypatch.setattr(file_module.fsio, "atomic_write", crashing)
+
+
+def test_a_commit_cut_short_is_completed_from_its_journal(storage, monkeypatch):
+    from memory.scopes import CompositeScope, UserScope
+    from memory.stores.base import CursorMove, KVWrite
+
+    user, both = UserScope("42"), CompositeScope(AgentScope("default"), UserScope("42"))
+    storage.kv.put(user, "USER.md", "Lives in Lisbon\n")
+    storage.kv.put(both, "MEMORY.md", "changed later\n")
+    writes = [KVWrite(user, "USER.md", "Lives in Porto\n", expected_version=1),
+              KVWrite(user, "USER.md.history", "h\n"), KVWrite(both, "MEMORY.md", "from the commit\n")]
+    _crash_after(storage, monkeypatch, files=1)
+    with pytest.raises(StorageUnavailable, match="simulated crash"):
+        storage.kv.commit(writes, cursor=CursorMove(both, "dream", 7))
+    monkeypatch.undo()
+    journals = list((storage.root / ".journal").glob("*.json"))
+    assert len(journals) == 1  # the crash left its journal
+    assert storage.kv.get_value(user, "USER.md") == "Lives in Porto\n"  # landed before the crash
+    assert storage.kv.get(user, "USER.md.history") is None and storage.cursors.get(both, "dream") is None
+    # someone changes MEMORY.md after the crash: theirs is newer, recovery leaves it alone
+    storage.kv.put(both, "MEMORY.md", "a person's edit\n")
+
+    reopened = DefaultScopedStorage(storage.root)  # the next process opens the root
+    assert reopened.kv.get_value(user, "USER.md") == "Lives in Porto\n"
+    assert reopened.kv.get(user, "USER.md").version == 2
+    assert reopened.kv.get_value(user, "USER.md.history") == "h\n"
+    assert reopened.cursors.get(both, "dream") == 7
+    assert reopened.kv.get_value(both, "MEMORY.md") == "a person's edit\n"
+    assert list((storage.root / ".journal").glob("*.json")) == []
+    assert reopened.kv.recover() == 0  # done once
+
+
+def test_a_commit_that_fails_its_checks_leaves_no_journal(storage):
+    from memory.stores.base import KVWrite, VersionConflict
+
+    with pytest.raises(VersionConflict):
+        storage.kv.commit([KVWrite(S, "a", "x"), KVWrite(S, "b", "y", expected_version=3)])
+    assert storage.kv.list(S) == []
+    assert not (storage.root / ".journal").exists() or not list((storage.root / ".journal").iterdir())

@@ -49,18 +49,17 @@ def test_bundle_is_the_four_adapters():
     assert SqlMessageStore(using="other").using == "other"
 
 
-def test_the_fts5_table_exists_and_is_used(monkeypatch):
+def test_the_fts5_table_exists_and_is_used():
     assert connection.vendor == "sqlite"
     assert sql_archive.fts_available("default")
     store = SqlArchiveStore()
     stored = store.put(S, ArchiveDocument(session="session:abc", summary=f"kubernetes. {FILLER}"))
     assert fts_rows() == 1
 
-    def no_fallback(*args, **kwargs):
-        raise AssertionError("the portable search ran although FTS5 is available")
-
-    monkeypatch.setattr(SqlArchiveStore, "_search_portable", no_fallback)
-    assert [h.document.id for h in store.search(S, "kubernetes")] == [stored.id]
+    with CaptureQueriesContext(connection) as queries:
+        assert [h.document.id for h in store.search(S, "kubernetes")] == [stored.id]
+    statements = " ".join(q["sql"] for q in queries.captured_queries)
+    assert "MATCH" in statements and "LIKE" not in statements.upper()
     store.delete(S, stored.id)
     assert fts_rows() == 0
 

@@ -1,0 +1,344 @@
+"""One scope's archived messages, searchable by words (BM25) and by meaning (vectors), fused.
+
+A ``ScopeIndex`` holds every archived message of one archive scope (an agent and a user), built
+from the archive's documents and kept up to date as documents are added. It answers:
+
+* ``search(query)``: the messages most relevant to a query. Two rankings are fused by reciprocal
+  rank (RRF, k = 60): Okapi BM25 over the messages' terms (``memory.retrieval.text``), and the
+  cosine similarity of the messages' vectors to the query's. A message that ranks on both sides
+  comes first; a message found by meaning alone must be at least ``min_similarity`` close.
+* ``around(handle)``: the turns before and after one message, across document boundaries (a
+  conversation archived in several documents reads as one).
+
+Every statistic BM25 uses (the number of messages, their average length, each term's document
+frequency) is computed over this scope's messages only: what another user archived changes
+neither which messages a user's search finds nor their scores.
+
+Handles are ``"<document seq>.<message seq>"``: short enough for a model to copy, and resolved
+only within the caller's own scope.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from memory.messages import KIND_COMPACT_SUMMARY, Message
+from memory.retrieval import text as analysis
+from memory.stores.base import ArchiveDocument
+
+# BM25 parameters: the usual defaults.
+K1 = 1.2
+B = 0.75
+#: Reciprocal rank fusion's constant (Cormack et al.): damps the weight of the very first ranks.
+RRF_K = 60
+#: How many of each ranking take part in the fusion.
+CANDIDATES = 50
+#: A query word that is no term of the scope matches the terms it begins, at most this many.
+MAX_PREFIX_EXPANSION = 16
+MIN_PREFIX = 3
+
+#: Kinds of message that hold nothing said: the compact summary (a digest, archived separately)
+#: and the marker of a failed turn (an error text, not a reply).
+UNSEARCHED_KINDS = frozenset({KIND_COMPACT_SUMMARY, "turn_failed"})
+
+_HANDLE = re.compile(r"^\s*#?(\d{1,18})\.(\d{1,18})\s*$")
+
+
+class InvalidHandle(ValueError):
+    """A handle that is not ``<document seq>.<message seq>``."""
+
+
+def parse_handle(handle: object) -> tuple[int, int]:
+    match = _HANDLE.match(str(handle)) if isinstance(handle, str | int | float) else None
+    if match is None:
+        raise InvalidHandle(f"a handle looks like '12.37' (archive document 12, message 37), not {handle!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def message_text(message: Message) -> str:
+    """What of a message is searched and shown: its content, and the tools it called by name."""
+    parts = [message.content or ""]
+    if message.tool_calls:
+        parts.append("; ".join(f"called {call.name}({call.arguments_json})" for call in message.tool_calls))
+    return "\n".join(p for p in parts if p)
+
+
+def searchable(message: Message) -> bool:
+    return message.kind not in UNSEARCHED_KINDS and bool(message_text(message).strip())
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedMessage:
+    """One archived message, with where it came from."""
+
+    document_id: str
+    document_seq: int
+    session: str  # the session scope key of the conversation
+    seq: int  # the message's seq in that session
+    role: str
+    name: str | None
+    created_at: datetime
+    text: str
+    message_id: str
+    document_title: str = ""
+
+    @property
+    def handle(self) -> str:
+        return f"{self.document_seq}.{self.seq}"
+
+    @property
+    def conversation(self) -> str:
+        """The conversation's id (the session scope key without its kind)."""
+        return self.session.split(":", 1)[1] if ":" in self.session else self.session
+
+
+@dataclass(frozen=True, slots=True)
+class MessageHit:
+    """A search result: the message, its fused score, and what each ranking said of it."""
+
+    message: ArchivedMessage
+    score: float  # reciprocal rank fusion; comparable only within one result list
+    words: float | None = None  # BM25 score, when the words matched
+    similarity: float | None = None  # cosine similarity, when the vectors took part
+    matched: tuple[str, ...] = ()  # the query's words found in the message
+
+
+@dataclass
+class _Postings:
+    rows: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    arrays: tuple[np.ndarray, np.ndarray] | None = None
+
+    def add(self, row: int, count: int) -> None:
+        self.rows.append(row)
+        self.counts.append(count)
+        self.arrays = None
+
+    def as_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.arrays is None:
+            self.arrays = (np.asarray(self.rows, dtype=np.int64), np.asarray(self.counts, dtype=np.float32))
+        return self.arrays
+
+
+class ScopeIndex:
+    """The archived messages of one scope. Not thread-safe: the owner (``Retrieval``) locks."""
+
+    def __init__(self, *, dimensions: int | None) -> None:
+        self.dimensions = dimensions
+        self.rows: list[ArchivedMessage] = []
+        self.document_count = 0
+        self.last_document_seq = 0
+        self._lengths: list[int] = []
+        self._lengths_array: np.ndarray | None = None
+        self._total_length = 0
+        self._postings: dict[str, _Postings] = {}
+        self._vocabulary: list[str] | None = None
+        self._vectors = np.zeros((0, dimensions or 0), dtype=np.float32)
+        self._with_vector = 0  # rows with a real vector
+        self._sessions: dict[str, list[tuple[int, int]]] = {}  # session -> sorted (seq, row)
+        self._documents: dict[int, str] = {}  # document seq -> session
+
+    # -- building -----------------------------------------------------------------------------
+
+    def add_document(self, document: ArchiveDocument, vectors: np.ndarray | None) -> None:
+        """Index ``document``'s searchable messages; ``vectors`` holds one row per message of the
+        document (in order), or is None when it has none for this index's model."""
+        seq = document.seq or 0
+        self.document_count += 1
+        self.last_document_seq = max(self.last_document_seq, seq)
+        self._documents[seq] = document.session
+        if vectors is not None and (vectors.ndim != 2 or vectors.shape[0] != len(document.messages)):
+            vectors = None  # stored for another version of the document: treat as missing
+        added: list[int] = []
+        for position, message in enumerate(document.messages):
+            if not searchable(message) or message.seq is None:
+                continue
+            row = len(self.rows)
+            archived = ArchivedMessage(
+                document_id=document.id,
+                document_seq=seq,
+                session=document.session,
+                seq=message.seq,
+                role=message.role,
+                name=message.name,
+                created_at=message.created_at,
+                text=message_text(message),
+                message_id=message.id,
+                document_title=document.title,
+            )
+            self.rows.append(archived)
+            counts, length = analysis.term_counts(archived.text)
+            self._lengths.append(length)
+            self._total_length += length
+            for term, count in counts.items():
+                postings = self._postings.get(term)
+                if postings is None:
+                    postings = self._postings[term] = _Postings()
+                    self._vocabulary = None
+                postings.add(row, count)
+            bisect.insort(self._sessions.setdefault(document.session, []), (message.seq, row))
+            added.append(position)
+        self._lengths_array = None
+        if self.dimensions and added:
+            block = np.zeros((len(added), self.dimensions), dtype=np.float32)
+            if vectors is not None and vectors.shape[1] == self.dimensions:
+                block[:] = vectors[added]
+            self._append_vectors(block)
+
+    def missing_vectors(self) -> list[int]:
+        """Rows whose vector is all zeros (not embedded yet for this model)."""
+        if not self.dimensions or not self.rows:
+            return []
+        norms = np.abs(self._vectors[: len(self.rows)]).sum(axis=1)
+        return [int(i) for i in np.flatnonzero(norms == 0)]
+
+    def set_vectors(self, rows: Sequence[int], vectors: np.ndarray) -> None:
+        if self.dimensions and len(rows):
+            self._vectors[np.asarray(rows, dtype=np.int64)] = vectors
+
+    def _append_vectors(self, block: np.ndarray) -> None:
+        start = len(self.rows) - len(block)
+        needed = start + len(block)
+        if needed > self._vectors.shape[0]:
+            capacity = max(needed, 2 * self._vectors.shape[0], 256)
+            grown = np.zeros((capacity, self.dimensions or 0), dtype=np.float32)
+            grown[:start] = self._vectors[:start]
+            self._vectors = grown
+        self._vectors[start:needed] = block
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def _lengths_np(self) -> np.ndarray:
+        if self._lengths_array is None:
+            self._lengths_array = np.asarray(self._lengths, dtype=np.float32)
+        return self._lengths_array
+
+    def _expand(self, term: str, word: str) -> list[str]:
+        """``term`` itself when the scope holds it, else the scope's terms the typed word begins."""
+        if term in self._postings:
+            return [term]
+        if len(word) < MIN_PREFIX:
+            return []
+        if self._vocabulary is None:
+            self._vocabulary = sorted(self._postings)
+        found = []
+        for prefix in {word, term}:
+            at = bisect.bisect_left(self._vocabulary, prefix)
+            while at < len(self._vocabulary) and self._vocabulary[at].startswith(prefix):
+                found.append(self._vocabulary[at])
+                at += 1
+        # The most frequent continuations first (the likelier meant), bounded.
+        found = sorted(set(found), key=lambda t: -len(self._postings[t].rows))
+        return found[:MAX_PREFIX_EXPANSION]
+
+    def bm25(self, query: str) -> tuple[np.ndarray, np.ndarray, dict[int, set[str]]]:
+        """Rows with a positive BM25 score and the scores (best first, at most CANDIDATES), and the
+        query words each row matched."""
+        n = len(self.rows)
+        pairs = analysis.query_terms(query)
+        if not n or not pairs:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32), {}
+        lengths = self._lengths_np()
+        average = max(self._total_length / n, 1.0)
+        scores = np.zeros(n, dtype=np.float32)
+        touched: list[tuple[np.ndarray, str]] = []
+        for term, word in pairs:
+            for expanded in self._expand(term, word):
+                rows, counts = self._postings[expanded].as_arrays()
+                df = len(rows)
+                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                norm = K1 * (1 - B + B * lengths[rows] / average)
+                scores[rows] += idf * counts * (K1 + 1) / (counts + norm)
+                touched.append((rows, word))
+        positive = np.flatnonzero(scores > 0)
+        if positive.size > CANDIDATES:
+            keep = np.argpartition(-scores[positive], CANDIDATES - 1)[:CANDIDATES]
+            positive = positive[keep]
+        order = positive[np.lexsort((-positive, -scores[positive]))]  # score, then newer row first
+        matched: dict[int, set[str]] = {}
+        for rows, word in touched:
+            for row in order[np.isin(order, rows)].tolist():
+                matched.setdefault(row, set()).add(word)
+        return order, scores[order], matched
+
+    def nearest(self, vector: np.ndarray | None, *, min_similarity: float) -> tuple[np.ndarray, np.ndarray]:
+        """Rows whose vectors are at least ``min_similarity`` close to ``vector`` (best first, at
+        most CANDIDATES), with their similarities."""
+        n = len(self.rows)
+        if vector is None or not self.dimensions or not n or not np.any(vector):
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        similarities = self._vectors[:n] @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        if n > CANDIDATES:
+            top = np.argpartition(-similarities, CANDIDATES - 1)[:CANDIDATES]
+        else:
+            top = np.arange(n)
+        top = top[similarities[top] >= min_similarity]
+        order = top[np.lexsort((-top, -similarities[top]))]
+        return order, similarities[order]
+
+    def search(
+        self,
+        query: str,
+        *,
+        vector: np.ndarray | None = None,
+        limit: int = 10,
+        min_similarity: float = 0.5,
+        exclude: Callable[[ArchivedMessage], bool] | None = None,
+    ) -> list[MessageHit]:
+        """The ``limit`` most relevant messages for ``query`` (see the module docstring)."""
+        if limit <= 0:
+            return []
+        word_rows, word_scores, matched = self.bm25(query)
+        vector_rows, similarities = self.nearest(vector, min_similarity=min_similarity)
+        fused: dict[int, float] = {}
+        for ranking in (word_rows, vector_rows):
+            rank = 0
+            for row in ranking.tolist():
+                if exclude is not None and exclude(self.rows[row]):
+                    continue
+                rank += 1
+                fused[row] = fused.get(row, 0.0) + 1.0 / (RRF_K + rank)
+        words_of = dict(zip(word_rows.tolist(), word_scores.tolist(), strict=True))
+        similarity_of = dict(zip(vector_rows.tolist(), similarities.tolist(), strict=True))
+        best = sorted(fused, key=lambda row: (-fused[row], -self.rows[row].created_at.timestamp(), -row))
+        return [
+            MessageHit(
+                message=self.rows[row],
+                score=fused[row],
+                words=words_of.get(row),
+                similarity=similarity_of.get(row),
+                matched=tuple(sorted(matched.get(row, ()))),
+            )
+            for row in best[:limit]
+        ]
+
+    def around(self, handle: str, *, before: int, after: int) -> list[ArchivedMessage]:
+        """The messages of the handle's conversation from ``before`` turns before it to ``after``
+        after it, in order; [] when no archived message has that handle in this scope."""
+        document_seq, seq = parse_handle(handle)
+        session = self._documents.get(document_seq)
+        if session is None:
+            return []
+        ordered = self._sessions.get(session, [])
+        at = bisect.bisect_left(ordered, (seq, -1))
+        if at >= len(ordered) or ordered[at][0] != seq or self.rows[ordered[at][1]].document_seq != document_seq:
+            return []
+        start, stop = max(0, at - max(0, before)), min(len(ordered), at + max(0, after) + 1)
+        return [self.rows[row] for _, row in ordered[start:stop]]
+
+    def conversation(self, session: str) -> list[ArchivedMessage]:
+        """Every archived message of one conversation, in order."""
+        return [self.rows[row] for _, row in self._sessions.get(session, [])]
+
+    def rows_of(self, indexes: Iterable[int]) -> list[ArchivedMessage]:
+        return [self.rows[i] for i in indexes]

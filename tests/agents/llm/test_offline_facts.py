@@ -1,0 +1,158 @@
+"""The offline model's facts about the user: moves (the new home wins, the old one is kept as
+past), two-fact "remember" sentences, and "what do you know about me" from clean lines; then the
+same end to end through the Dream Engine and a real turn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.llm import OfflineChatModel, complete
+from agents.llm.offline_facts import extract_facts
+from agents.runtime.events import ContentChunk
+from agents.runtime.tools.history_tools import archive_scope_for
+from memory.core_memory import USER, CoreMemory
+from memory.dream import DreamEngine
+from memory.messages import Message
+from memory.scopes import SessionScope
+from memory.stores.base import ArchiveDocument
+from tests.agents.support import BACKENDS, off_loop, runtime_setup, turn
+from tests.agents.test_long_term import long_term_agent
+
+TOOLS = [{"type": "function", "function": {"name": "core_memory", "parameters": {"type": "object"}}}]
+
+# The phrasings the problem was reported with ...
+REPORTED = [
+    "I moved from Lisbon to Porto",
+    "I recently moved from Lisbon to Porto",
+    "I relocated from Lisbon to Porto last year",
+    "I moved to Porto from Lisbon",
+]
+# ... and others, written differently, that the same grammar must read (subjects, adverbs,
+# verbs, prepositions in other orders, times and asides around the places).
+OTHERS = [
+    ("My wife and I relocated from Berlin to Munich in 2020.", "Munich", "Berlin"),
+    ("Last spring we moved to Austin from Denver.", "Austin", "Denver"),
+    ("We've finally moved over to Oslo, away from Bergen.", "Oslo", "Bergen"),
+    ("I just relocated out of Chicago and moved back to Toronto.", "Toronto", "Chicago"),
+    ("I no longer live in Madrid; these days I reside in Valencia.", "Valencia", "Madrid"),
+    ("I'm living in Kyoto now, I don't live in Osaka any more.", "Kyoto", "Osaka"),
+    ("We have emigrated from Poland to New Zealand", "New Zealand", "Poland"),
+]
+
+
+def homes(text: str) -> tuple[list[str], list[str]]:
+    found = extract_facts(text)
+    return ([f.value for f in found if f.kind == "location"], [f.value for f in found if f.kind == "past_location"])
+
+
+@pytest.mark.parametrize("text", REPORTED)
+def test_a_move_gives_the_new_home_and_keeps_the_old_as_past(text):
+    assert homes(text) == (["Porto"], ["Lisbon"])
+    assert [f.text for f in extract_facts(text) if f.kind == "location"] == ["Lives in Porto"]
+
+
+@pytest.mark.parametrize(("text", "new", "old"), OTHERS)
+def test_moves_written_other_ways(text, new, old):
+    assert homes(text) == ([new], [old])
+
+
+@pytest.mark.parametrize("text", ["We relocated to Porto", "I now live in Porto", "I'm based in Porto these days",
+                                  "we moved to Porto in May"])
+def test_only_the_new_home(text):
+    assert homes(text) == (["Porto"], [])
+
+
+@pytest.mark.parametrize("text", ["I'm no longer in Lisbon.", "I don't live in Lisbon anymore", "I no longer live in Lisbon"])
+def test_only_the_old_home(text):
+    assert homes(text) == ([], ["Lisbon"])
+
+
+@pytest.mark.parametrize("text", [
+    "remember that the deploy moved to Monday", "I went to Paris last week", "I moved to the office upstairs",
+    "we moved the meeting to Friday", "I moved in 2019", "They moved to Rome",
+])
+def test_what_is_not_a_move_of_the_user(text):
+    assert homes(text) == ([], [])
+
+
+def test_a_quoted_fact_ends_at_its_quote():
+    assert [f.text for f in extract_facts('Please save “I live in Lisbon” to MEMORY')] == ["Lives in Lisbon"]
+    assert [f.text for f in extract_facts('Note "my name is Sam" for later')] == ["Name: Sam"]
+
+
+async def test_a_remember_sentence_with_two_facts_is_two_lines():
+    text = "Please remember that my name is Sam and I moved to Porto."
+    completion = await complete(OfflineChatModel(), messages=[{"role": "user", "content": text}], tools=TOOLS)
+    assert [c.arguments() for c in completion.tool_calls] == [
+        {"action": "append", "file": "USER.md", "text": "Name: Sam"},
+        {"action": "append", "file": "USER.md", "text": "Lives in Porto"},
+    ]
+
+
+async def test_what_do_you_know_about_me_is_answered_from_clean_lines_once_each():
+    system = (
+        "<user_profile>\n- Name: Sam\n- Lives in Porto\n- lives in porto.\n- Previously lived in Lisbon\n</user_profile>\n"
+        "<known_facts>\n- Decided: use SQLite\n</known_facts>\n"
+        "<pruned_catalog>I saved “Lives in Lisbon” to MEMORY.md. The user said: I live in Lisbon.</pruned_catalog>"
+    )
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": 'Please save "I live in Lisbon" to MEMORY'},
+        {"role": "assistant", "content": "Saved."},
+        {"role": "user", "content": "My name is Sam. I like jazz."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "What do you know about me?"},
+    ]
+    completion = await complete(OfflineChatModel(), messages=messages)
+    lines = [line[2:] for line in completion.content.splitlines() if line.startswith("- ")]
+    assert lines == ["Name: Sam", "Lives in Porto", "Previously lived in Lisbon", "Decided: use SQLite", "Likes jazz"]
+    assert "”" not in completion.content and "MEMORY" not in completion.content
+
+
+async def test_where_do_i_live_after_a_move_in_the_conversation():
+    messages = [{"role": "user", "content": "I live in Lisbon."}, {"role": "assistant", "content": "Nice."},
+                {"role": "user", "content": "Update: I relocated from Lisbon to Porto last year."},
+                {"role": "assistant", "content": "Noted."}, {"role": "user", "content": "Where do I live?"}]
+    assert (await complete(OfflineChatModel(), messages=messages)).content == "You live in Porto."
+
+
+# -- end to end -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_offline_dream_engine_moves_the_user_and_keeps_the_past(tmp_path, backend):
+    from agents.llm import as_text_completion
+    from agents.runtime.services import build_services
+
+    agent = long_term_agent()
+    services = build_services(backend=backend, workspace=tmp_path, model=OfflineChatModel())
+    scope = archive_scope_for(agent="default", user_id="7")
+    for i, text in enumerate(["Hi, I'm Sam and I live in Lisbon.", "Big news: we relocated to Porto last month.",
+                              "I'm no longer in Porto, I moved back to Lisbon."]):
+        services.bundle.archive.put(scope, ArchiveDocument(
+            session=f"session:c{i}", summary="", messages=(Message(role="user", content=text, seq=1),)))
+    dream = DreamEngine(bundle=services.bundle, model=as_text_completion(services.model), options=None)
+    core = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7")
+
+    dream.consolidate(agent="default", user="7", config=agent.memory_config)
+    lines = core.read(file=USER).text.splitlines()
+    assert "Lives in Lisbon" in lines and "Previously lived in Porto" in lines
+    assert "Lives in Porto" not in lines and len([ln for ln in lines if ln.startswith("Lives in")]) == 1
+    assert json.loads(services.bundle.kv.get_value(scope, "dream.last_run"))["edits"] >= 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_remember_two_facts_then_ask_what_it_knows(tmp_path, backend):
+    agent = long_term_agent()
+    runtime, services, _ = runtime_setup(tmp_path, backend, agent, OfflineChatModel())
+    session = SessionScope("two-facts")
+    await turn(runtime, agent, session, "Remember that my name is Sam and I recently moved from Lisbon to Porto.")
+    core = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7")
+    assert (await off_loop(core.read, file=USER)).text.splitlines() == [
+        "Name: Sam", "Previously lived in Lisbon", "Lives in Porto"]
+    events = await turn(runtime, agent, session, "What do you know about me?")
+    answer = "".join(e.text for e in events if isinstance(e, ContentChunk))
+    assert [line for line in answer.splitlines() if line.startswith("- ")] == [
+        "- Name: Sam", "- Previously lived in Lisbon", "- Lives in Porto"]
