@@ -220,6 +220,16 @@ MODEX_TOKEN_TTL_DAYS = env_int("MODEX_TOKEN_TTL_DAYS", 90, minimum=0)
 MODEX_TASK_LEASE_TTL = env_float("MODEX_TASK_LEASE_TTL", 600.0, minimum=1.0)
 MODEX_TASK_STALE_AFTER = env_float("MODEX_TASK_STALE_AFTER", MODEX_TASK_LEASE_TTL * 1.5, minimum=1.0)
 
+# Model calls (agents/llm/settings.py ModelCaps, agents/llm/gate.py): a completion-token cap per
+# caller (the chat reply's 0 means the agent's reply reserve: an eighth of the window, at most
+# 1024), and the gate that keeps background memory work from delaying a user's turn.
+MODEX_MAX_TOKENS_REPLY = env_int("MODEX_MAX_TOKENS_REPLY", 0, minimum=0)
+MODEX_MAX_TOKENS_SUMMARY = env_int("MODEX_MAX_TOKENS_SUMMARY", 1024, minimum=16)
+MODEX_MAX_TOKENS_DREAM = env_int("MODEX_MAX_TOKENS_DREAM", 1024, minimum=16)
+MODEX_MAX_TOKENS_REVIEW = env_int("MODEX_MAX_TOKENS_REVIEW", 512, minimum=16)
+MODEX_MODEL_CONCURRENCY = env_int("MODEX_MODEL_CONCURRENCY", 0, minimum=0)  # 0: auto
+MODEX_BACKGROUND_MAX_WAIT = env_float("MODEX_BACKGROUND_MAX_WAIT", 300.0, minimum=1.0)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
