@@ -102,12 +102,12 @@ def task_environment(environment: TaskEnvironment) -> Iterator[TaskEnvironment]:
 
 
 def dream_engine(*, services: MemoryServices, clock: Callable[[], datetime] = utcnow) -> DreamEngine:
-    """The Dream Engine over ``services``: their stores, hooks and chat model."""
+    """The Dream Engine over ``services``: their stores, hooks and chat model, each call capped
+    at ``MODEX_MAX_TOKENS_DREAM`` and made as background work through the gate (it waits while
+    a user's turn runs, ``agents.runtime.gate``)."""
     options = DreamOptions(lease_ttl=float(getattr(settings, "MODEX_TASK_LEASE_TTL", 600.0)))
-    return DreamEngine(
-        bundle=services.bundle, model=as_text_completion(services.model), hooks=services.hooks, clock=clock,
-        options=options,
-    )
+    model = as_text_completion(services.calls(background=True, label="dream"), max_tokens=services.caps.dream)
+    return DreamEngine(bundle=services.bundle, model=model, hooks=services.hooks, clock=clock, options=options)
 
 
 def _long_term(agent: Any) -> bool:
