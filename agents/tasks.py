@@ -211,6 +211,31 @@ def enqueue_experience_review(
     )
 
 
+def waiting_tasks() -> dict[str, int]:
+    """How many consolidations and reviews are queued or running in the task backend, by task
+    name (``consolidate_core_memory``, ``review_experience``): what the pages call memory work
+    queued. Empty when the backend cannot say (``immediate``)."""
+    names = {consolidate_core_memory.name, review_experience.name}
+    backend = task_backends[DEFAULT_TASK_BACKEND_ALIAS]
+    waiting = (TaskResultStatus.READY, TaskResultStatus.RUNNING)
+    counts: dict[str, int] = {}
+    if hasattr(backend, "results"):  # DummyBackend: what it recorded
+        for result in backend.results:
+            if result.task.name in names and result.status in waiting:
+                counts[result.task.name] = counts.get(result.task.name, 0) + 1
+        return counts
+    if getattr(settings, "MODEX_TASKS_BACKEND", "") != "db":
+        return counts
+    from django_tasks_db.models import DBTaskResult
+
+    rows = DBTaskResult.objects.filter(status__in=list(waiting)).values_list("task_path", flat=True)
+    for path in rows:
+        name = path.rsplit(".", 1)[-1]
+        if name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 # -- the triggers -----------------------------------------------------------------------------
 
 

@@ -178,6 +178,11 @@ class OpenAIChatModel:
         return f"{self.name} at {redact_url(self.base_url)}"
 
     @property
+    def discovered(self) -> bool:
+        """Whether ``discover()`` has asked the server already (it asks once)."""
+        return self._probed
+
+    @property
     def capabilities(self) -> Capabilities:
         """What this endpoint can do: detected by ``discover()``, then corrected by what its
         answers taught (refused tools or JSON mode, strict roles). Before ``discover()`` ran,
