@@ -22,8 +22,10 @@ from agents.experience.supplement import render_listing
 from agents.llm import complete
 from agents.llm.offline_review import REVIEW_MARKER
 
-MAX_LESSONS = 3
-LIMITS = {"name": 80, "description": 240, "body": 6000}
+# Shorter than the tools allow: the whole answer must fit one capped reply (MODEX_MAX_TOKENS_REVIEW),
+# and JSON cut off by the cap is lost whole.
+MAX_LESSONS = 2
+LIMITS = {"name": 80, "description": 160, "body": 800}
 
 INSTRUCTIONS = f"""{REVIEW_MARKER}
 You review one finished run of the agent "{{agent}}" and keep its lessons: short, specific

@@ -47,7 +47,7 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
 ]
 USER = [{"role": "user", "content": "Say hello."}]
-CAPS = ModelCaps(reply=64, summary=256, dream=256, review=128)
+CAPS = ModelCaps(reply=96, summary=256, dream=384, review=384)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ async def test_capabilities_and_caps_on_the_models_own_template(own, tmp_path):
 
 
 async def test_a_chat_with_memory_on_compacts_dreams_and_reviews_without_waiting(own, tmp_path, fresh_queue):  # noqa: F811
-    memory = {"archive_enabled": True, "core_enabled": True, "compression_threshold": 700, "keep_tokens": 200}
+    memory = {"archive_enabled": True, "core_enabled": True, "compression_threshold": 400, "keep_tokens": 120}
     runtime, services, agent = setup(tmp_path, own, **memory)
     env = TaskEnvironment(services=services, find_agent={agent.name: agent}.get)
     session = SessionScope("smoke-memory")
