@@ -188,7 +188,8 @@ async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bo
 def main() -> None:
     parser = argparse.ArgumentParser(description="A long chat with SmolLM2 on llama-server, memory on")
     parser.add_argument("--turns", type=int, default=30)
-    parser.add_argument("--pause", type=float, default=3.0, help="seconds between turns (the user typing)")
+    parser.add_argument("--pause", type=float, default=8.0, help="seconds between turns (the user typing)")
+    parser.add_argument("--slots", type=int, default=2, help="llama-server slots (-np; the window of each is 8192)")
     parser.add_argument("--threshold", type=int, default=1500)
     parser.add_argument("--keep", type=int, default=500)
     parser.add_argument("--template", default="own", help="own | tools | strict (scripts/llama_server.py)")
@@ -197,13 +198,13 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     from scripts.llama_server import serve
 
-    with serve(template=args.template) as server:
+    with serve(template=args.template, slots=args.slots, context=8192 * args.slots) as server:
         prepare(base_url=server.url, model=server.model, threshold=args.threshold, keep=args.keep)
         worker = start_worker()
         try:
             run = asyncio.run(chat(mode="on", texts=conversation(args.turns), background=True, pause=args.pause,
                                    session_id="long-chat"))
-            time.sleep(5)
+            time.sleep(30)  # the worker catches up on the memory work the chat kept waiting
         finally:
             worker.terminate()
             worker.wait(timeout=30)

@@ -303,8 +303,11 @@ class OpenAIChatModel:
         max_tokens: int | None = None,
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
+        slot: int | None = None,
     ) -> AsyncIterator[ModelEvent]:
-        """See ``ChatModel.stream``."""
+        """See ``ChatModel.stream``. ``slot`` (llama.cpp only: its ``id_slot``) pins the request
+        to one of the server's slots, so that background work never takes over the slot whose
+        cached prompt is the chat's (``agents.runtime.gate``)."""
         if self.fold_roles and needs_folding(messages):
             messages = fold_roles(messages)
         request: dict[str, Any] = {"model": model or self.name, "messages": messages, "stream": True}
@@ -320,6 +323,8 @@ class OpenAIChatModel:
             request["timeout"] = timeout
         if response_format is not None and self.json_mode is not False:
             request["response_format"] = response_format
+        if slot is not None:
+            request["id_slot"] = slot
         attempt = 0
         while True:
             yielded = False

@@ -5,12 +5,16 @@ time and queues the rest. Without a gate, the Dream Engine's, the reviewer's and
 summarizer's requests queue on the server in front of a user's turn, and each request's timeout
 counts the time it spent queued. The gate keeps model calls of one endpoint within its
 concurrency (``MODEX_MODEL_CONCURRENCY``; auto: llama.cpp's ``total_slots``, else 1 for a server
-on this machine or a private network, no gate at all for a remote one), in two classes:
+on this machine or a private network, no gate at all for a remote one; a llama.cpp server's
+slot count is shown, not used: parallel slots on a CPU share its cores, so a background request
+beside a turn would slow the turn down), in two classes:
 
 * **chat** (foreground): the calls of a user's turn, including a cleanup inside that turn
   (its compact summary belongs to the turn). A turn holds a *turn mark* from its start to its
-  end, tool calls included, so background work does not slip in between its model calls; each
-  of its calls waits for a free slot and never for background work.
+  end, tool calls included, so background work does not slip in between its model calls, and
+  for ``after_turn`` seconds more (``MODEX_BACKGROUND_AFTER_TURN``): a user who answers within
+  that time finds the model free and its prompt cache intact. Each of the turn's calls waits for
+  a free slot and never for background work.
 * **background**: the Dream Engine, the experience reviewer (and a cleanup in the reviewer's own
   run), anything that reads a view made with ``BACKGROUND``. A background call starts only
   while the active turns and the background calls running leave a slot for every turn; while it
@@ -19,6 +23,12 @@ on this machine or a private network, no gate at all for a remote one), in two c
   again from the start. Its events are delivered once the call has finished, so a restart never
   repeats text; it gives up after ``MODEX_BACKGROUND_MAX_WAIT`` seconds of waiting with
   ``ModelUnavailable`` (the Dream Engine and the reviewer then retry later with their backoff).
+
+On a llama.cpp server with two slots or more, background calls are pinned to its last slot
+(``id_slot``): one request at a time still, but the chat's cached prompt stays in its own slot, and
+a turn after background work does not have to process its whole context again (llama-server
+otherwise picks a slot by prompt similarity, and a reviewer's prompt that quotes the chat can take
+the chat's slot). Run ``llama-server -np 2 -c <2 x window>`` for that.
 
 Timeouts count from the request: a call's ``OPENAI_TIMEOUT`` starts when it is sent, after its
 wait at the gate, and the server is never handed more requests than it runs at once, so none
@@ -138,9 +148,11 @@ class ModelGate:
     """
 
     def __init__(self, *, kv: KVStore, concurrency: int = 0, background_max_wait: float = 300.0,
-                 poll: float = POLL, background_poll: float = BACKGROUND_POLL, hold_ttl: float = HOLD_TTL) -> None:
+                 after_turn: float = 0.0, poll: float = POLL, background_poll: float = BACKGROUND_POLL,
+                 hold_ttl: float = HOLD_TTL) -> None:
         self.kv = kv
         self.concurrency = concurrency
+        self.after_turn = after_turn
         self.background_max_wait = background_max_wait
         self.poll, self.background_poll, self.hold_ttl = poll, background_poll, hold_ttl
         self.stats = GateStats()
@@ -157,9 +169,6 @@ class ModelGate:
             return None
         if self.concurrency:
             return self.concurrency
-        capabilities = getattr(model, "capabilities", None)
-        if getattr(capabilities, "slots", None):
-            return capabilities.slots
         return 1 if _is_local(urlsplit(model.base_url).hostname or "") else None
 
     def calls(self, model: Any, *, priority: str = FOREGROUND, label: str = "") -> Any:
@@ -218,6 +227,10 @@ class ModelGate:
     def keep(self, lease: Any, *, name: str) -> KeptLease:
         """Renew ``lease`` (a turn mark, a slot, a queue entry) until ``end()``."""
         return KeptLease(kv=self.kv, lease=lease, ttl=self.hold_ttl, name=name)
+
+    async def end_turn(self, kept: KeptLease) -> None:
+        """The turn is over: its mark stays ``after_turn`` seconds more, then runs out."""
+        await kept.end(linger=self.after_turn)
 
     # -- slots ----------------------------------------------------------------------------------
 
@@ -296,6 +309,15 @@ class GatedModel:
                 async for event in events:
                     yield event
             return
+        capabilities = getattr(self.inner, "capabilities", None)
+        slots = getattr(capabilities, "slots", None) or 0
+        if slots >= 2 and getattr(capabilities, "server", "") == "llama.cpp":
+            # Background work in the last slot; with two, the chat in the first (with more, the
+            # server picks the chat's slot by its cached prompt among the others' too).
+            if self.priority == BACKGROUND:
+                request = {**request, "slot": slots - 1}
+            elif slots == 2:
+                request = {**request, "slot": 0}
         if self.priority == FOREGROUND:
             async with contextlib.aclosing(self._foreground(request)) as events:
                 async for event in events:
@@ -367,7 +389,7 @@ class GatedModel:
         call = asyncio.ensure_future(drain())
         try:
             while not call.done():
-                done, _ = await asyncio.wait({call}, timeout=gate.poll * 5)
+                done, _ = await asyncio.wait({call}, timeout=gate.poll)
                 if done:
                     break
                 if await run_blocking(gate._must_yield, endpoint, limit):

@@ -206,7 +206,7 @@ class Runtime:
                 await asyncio.shield(kept.end())
             if marked is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(marked.end())
+                    await asyncio.shield(self.services.gate.end_turn(marked))
         if final is not None:
             await ctx.hooks.fire(HookPoint.AFTER_GRAPH, agent=agent, user_id=user_id, session=session, final=final)
 

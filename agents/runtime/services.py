@@ -91,6 +91,7 @@ def _gate(bundle: MemoryStoreBundle) -> ModelGate:
         kv=bundle.kv,
         concurrency=int(getattr(settings, "MODEX_MODEL_CONCURRENCY", 0)),
         background_max_wait=float(getattr(settings, "MODEX_BACKGROUND_MAX_WAIT", 300.0)),
+        after_turn=float(getattr(settings, "MODEX_BACKGROUND_AFTER_TURN", 5.0)),
     )
 
 

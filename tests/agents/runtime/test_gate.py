@@ -58,7 +58,7 @@ def test_the_limit_is_auto_for_local_servers_and_the_setting_wins(threaded_bundl
     gate = gate_for(threaded_bundle)
     assert gate.limit(local) == 1 and gate.limit(remote) is None
     local._detected = Capabilities(server="llama.cpp", model="m", slots=4)
-    assert gate.limit(local) == 4
+    assert gate.limit(local) == 1  # parallel slots on a local CPU share its cores: still one at a time
     assert gate_for(threaded_bundle, concurrency=2).limit(remote) == 2
     from agents.llm import OfflineChatModel
 
@@ -102,6 +102,17 @@ async def test_background_work_waits_while_a_turn_runs(threaded_bundle, fake_ope
     assert time.monotonic() - started >= 0.5
     await turn
     assert (await asyncio.to_thread(gate.state, model)).queued == ()
+
+
+async def test_background_work_waits_a_little_longer_after_a_turn(threaded_bundle, fake_openai):
+    fake_openai.script(Reply(content="dreamt"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle, after_turn=0.6)
+    kept = gate.keep(await mark(gate, model), name="t")
+    await gate.end_turn(kept)
+    ended = time.monotonic()
+    assert (await complete(gate.calls(model, priority=BACKGROUND), messages=USER)).content == "dreamt"
+    assert time.monotonic() - ended >= 0.5
 
 
 async def test_a_turn_preempts_a_running_background_call_which_asks_again_without_repeating(threaded_bundle, fake_openai):
@@ -190,3 +201,14 @@ async def _background(gate, model):
         return (await complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER)).content
     finally:
         await model.aclose()
+
+
+async def test_background_calls_take_the_last_slot_of_a_llamacpp_server_with_several(threaded_bundle, fake_openai):
+    fake_openai.props = {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 2}
+    fake_openai.script(Reply(content="chat"), Reply(content="dream"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle)
+    await complete(gate.calls(model, priority=FOREGROUND), messages=USER)
+    await complete(gate.calls(model, priority=BACKGROUND), messages=USER)
+    chat, dream = (r.json for r in fake_openai.chat_requests)
+    assert (chat["id_slot"], dream["id_slot"]) == (0, 1)  # the chat's cached prompt keeps its slot
