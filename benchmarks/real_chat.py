@@ -124,6 +124,16 @@ def start_worker() -> subprocess.Popen:
                             env={**os.environ, "MODEX_LOG_LEVEL": "INFO"}, stdout=subprocess.DEVNULL, stderr=open(Path(os.environ["MODEX_WORKSPACE"]) / "worker.log", "wb"))
 
 
+def stop_worker(worker: subprocess.Popen) -> None:
+    """SIGTERM lets the worker finish its task, which may be waiting at the gate: a minute, then kill."""
+    worker.terminate()
+    try:
+        worker.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait(timeout=10)
+
+
 def task_outcomes() -> dict:
     from django_tasks_db.models import DBTaskResult
 
@@ -206,8 +216,7 @@ def main() -> None:
                                    session_id="long-chat"))
             time.sleep(30)  # the worker catches up on the memory work the chat kept waiting
         finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+            stop_worker(worker)
         run.tasks = task_outcomes()
         run.gate["preempted_in_worker"] = worker_preemptions()
     args.out.write_text(json.dumps(asdict(run), indent=2))

@@ -58,8 +58,7 @@ def run(*, quick: bool) -> Workload:
             on = asyncio.run(real_chat.chat(mode="on", texts=texts, background=True, pause=PAUSE, session_id="bench-on"))
             time.sleep(2)
         finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+            real_chat.stop_worker(worker)
         tasks = real_chat.task_outcomes()
     preempted = real_chat.worker_preemptions()
     done = sum(n for key, n in tasks.items() if key.endswith(":SUCCESSFUL") or key.endswith(":FAILED"))
