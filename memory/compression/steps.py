@@ -25,18 +25,16 @@ from memory.compression.summary import SummaryOptions, SummaryOutcome, Summarize
 from memory.config import MemoryConfig
 from memory.hooks import CleanupFinished, MemoryHookDispatcher, MemoryHookPoint
 from memory.locks import Lease, renew_lease
-from memory.messages import KIND_COMPACT_SUMMARY, Message, storable_message, utcnow
+from memory.messages import KIND_COMPACT_SUMMARY, Message, utcnow
 from memory.scopes import Scope, SessionScope
 from memory.stores.base import (
     MUST_NOT_EXIST,
-    ArchiveDocument,
     ConcurrentChange,
     Fence,
     InvalidPrune,
     MemoryStoreBundle,
     PruneResult,
 )
-from memory.text import storable
 from memory.threads import run_blocking
 from memory.tokens import with_tokens
 
