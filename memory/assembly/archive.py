@@ -5,7 +5,8 @@ Only when the agent's ``archive_enabled`` is on. Within ``config.archive_budget_
 
 1. ``<archive_recall>``: the archived messages most relevant to the user's latest message
    (``memory.retrieval``: BM25 and vectors fused, within this agent's archive of this user),
-   each dated, with its speaker, its conversation's title and a handle that ``archive_read``
+   each with the other half of its exchange (the reply to a request, the request a reply
+   answered: the answer is often in the turn next to the words that match), each dated, with its speaker, its conversation's title and a handle that ``archive_read``
    opens. Messages still in the live conversation are left out (they are in context already).
    It takes at most ``RECALL_SHARE`` of the budget; what it leaves goes to the summaries. Hits
    are chosen best first and shown oldest first, so a fact and its later correction read in order.
@@ -21,7 +22,7 @@ from datetime import datetime
 
 from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.xml import element, wrap
-from memory.retrieval.index import ArchivedMessage, MessageHit
+from memory.retrieval.index import ArchivedMessage
 from memory.retrieval.service import Retrieval
 from memory.stores import textsearch
 from memory.stores.base import ArchiveDocument
@@ -117,19 +118,27 @@ class ArchiveProvider(MemoryProvider):
             return message.session == current and message.seq in live
 
         hits = self._retrieval.search(
-            ctx.resolved_archive_scope(), ctx.query, limit=self._recall_limit, exclude=in_context
+            ctx.resolved_archive_scope(), ctx.query, limit=self._recall_limit, exclude=in_context, partners=True
         )
         if not hits:
             return "", 0
-        rendered = [(hit, self._hit(hit)) for hit in hits]
-        chosen: list[tuple[MessageHit, str]] = []
+        chosen: list[tuple[ArchivedMessage, str]] = []
+        shown: set[str] = set()
         used = count_text(self._render_recall([]))
-        for hit, text in rendered:  # best first, while they fit
-            cost = count_text(text) + 1
-            if used + cost > budget:
-                continue
-            chosen.append((hit, text))
-            used += cost
+        for hit in hits:  # best first, while they fit; each with the other half of its exchange
+            group = [(hit.message, self._element(hit.message, hit.matched))]
+            if hit.partner is not None:
+                group.append((hit.partner, self._element(hit.partner, ())))
+            group = [(message, text) for message, text in group if message.handle not in shown]
+            while group:
+                cost = sum(count_text(text) + 1 for _, text in group)
+                if used + cost <= budget:
+                    break
+                group.pop()  # the partner goes first; then the hit itself
+            for message, text in group:
+                chosen.append((message, text))
+                shown.add(message.handle)
+                used += count_text(text) + 1
         if not chosen:
             return "", 0
         text = self._render_recall(chosen)
@@ -138,23 +147,23 @@ class ArchiveProvider(MemoryProvider):
             text = self._render_recall(chosen)
         return (text, len(chosen)) if chosen else ("", 0)
 
-    def _hit(self, hit: MessageHit) -> str:
-        message = hit.message
+    def _element(self, message: ArchivedMessage, matched: tuple[str, ...]) -> str:
         attrs = {
             "handle": message.handle,
             "date": day(message.created_at),
             "speaker": message.name if message.role == "tool" and message.name else message.role,
             "conversation": message.document_title or None,
         }
-        return element("message", excerpt(message, hit.matched), attrs=attrs)
+        return element("message", excerpt(message, matched), attrs=attrs)
 
-    def _render_recall(self, chosen: list[tuple[MessageHit, str]]) -> str:
+    def _render_recall(self, chosen: list[tuple[ArchivedMessage, str]]) -> str:
         note = (
             "Messages from earlier conversations with this user that match their latest message, "
-            "oldest first, each dated when it was said. A later message may correct an earlier one. "
+            "each with the turn it answered or that answered it, oldest first, each dated when it "
+            "was said. A later message may correct an earlier one. "
             f"{self._read_tool} shows the turns around a handle; {self._search_tool} searches for more."
         )
-        ordered = sorted(chosen, key=lambda pair: (pair[0].message.created_at, pair[0].message.seq))
+        ordered = sorted(chosen, key=lambda pair: (pair[0].created_at, pair[0].session, pair[0].seq))
         return wrap(RECALL_TAG, [element("note", note), *(text for _, text in ordered)])
 
     # -- summaries ----------------------------------------------------------------------------

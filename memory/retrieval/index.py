@@ -108,6 +108,9 @@ class MessageHit:
     words: float | None = None  # BM25 score, when the words matched
     similarity: float | None = None  # cosine similarity, when the vectors took part
     matched: tuple[str, ...] = ()  # the query's words found in the message
+    #: The other half of its exchange (asked with ``partners``): the reply that followed a user
+    #: message, or the user message an assistant message answered.
+    partner: ArchivedMessage | None = None
 
 
 @dataclass
@@ -294,8 +297,10 @@ class ScopeIndex:
         limit: int = 10,
         min_similarity: float = 0.5,
         exclude: Callable[[ArchivedMessage], bool] | None = None,
+        partners: bool = False,
     ) -> list[MessageHit]:
-        """The ``limit`` most relevant messages for ``query`` (see the module docstring)."""
+        """The ``limit`` most relevant messages for ``query`` (see the module docstring); with
+        ``partners``, each with the other half of its exchange (``partner``), unless excluded."""
         if limit <= 0:
             return []
         word_rows, word_scores, matched = self.bm25(query)
@@ -318,9 +323,38 @@ class ScopeIndex:
                 words=words_of.get(row),
                 similarity=similarity_of.get(row),
                 matched=tuple(sorted(matched.get(row, ()))),
+                partner=self._partner(self.rows[row], exclude) if partners else None,
             )
             for row in best[:limit]
         ]
+
+    def _partner(
+        self, message: ArchivedMessage, exclude: Callable[[ArchivedMessage], bool] | None
+    ) -> ArchivedMessage | None:
+        other = self.partner(message)
+        return None if other is None or (exclude is not None and exclude(other)) else other
+
+    def partner(self, message: ArchivedMessage) -> ArchivedMessage | None:
+        """The other half of the exchange ``message`` belongs to: the assistant's reply right after
+        a user message, or the user message right before an assistant message. An answer is most
+        often in the turn next to the one that shares the question's words ("Which book did you
+        recommend?" matches the request; the title is in the reply). None for tool output, or
+        when the neighbouring archived turn is not of the other speaker."""
+        if message.role == "user":
+            step, wanted = 1, "assistant"
+        elif message.role == "assistant":
+            step, wanted = -1, "user"
+        else:
+            return None
+        ordered = self._sessions.get(message.session, [])
+        at = bisect.bisect_left(ordered, (message.seq, -1))
+        if at >= len(ordered) or ordered[at][0] != message.seq:
+            return None
+        other = at + step
+        if not 0 <= other < len(ordered):
+            return None
+        candidate = self.rows[ordered[other][1]]
+        return candidate if candidate.role == wanted else None
 
     def around(self, handle: str, *, before: int, after: int) -> list[ArchivedMessage]:
         """The messages of the handle's conversation from ``before`` turns before it to ``after``

@@ -89,8 +89,10 @@ class Retrieval:
         *,
         limit: int = 10,
         exclude: Callable[[ArchivedMessage], bool] | None = None,
+        partners: bool = False,
     ) -> list[MessageHit]:
-        """The archived messages of ``scope`` most relevant to ``query``, best first."""
+        """The archived messages of ``scope`` most relevant to ``query``, best first (with
+        ``partners``, each with the other half of its exchange: ``MessageHit.partner``)."""
         if not isinstance(query, str):
             raise TypeError(f"a search query must be a string, got {type(query).__name__}")
         if limit <= 0 or not query.strip():
@@ -101,7 +103,12 @@ class Retrieval:
         vector = self._query_vector(query) if entry.index.dimensions else None
         with entry.lock:
             return entry.index.search(
-                query, vector=vector, limit=limit, min_similarity=self.min_similarity, exclude=exclude
+                query,
+                vector=vector,
+                limit=limit,
+                min_similarity=self.min_similarity,
+                exclude=exclude,
+                partners=partners,
             )
 
     def around(self, scope: Scope, handle: str, *, before: int = 3, after: int = 3) -> list[ArchivedMessage]:

@@ -143,3 +143,15 @@ def test_excluded_messages_are_left_out_and_the_limit_holds(bundle, words_only):
     put(bundle, ALICE, document("a", *[f"garden note {i}" for i in range(30)]))
     hits = words_only.search(ALICE, "garden", limit=7, exclude=lambda m: m.seq % 2 == 0)
     assert len(hits) == 7 and all(h.message.seq % 2 == 1 for h in hits)
+
+
+def test_a_hit_names_the_other_half_of_its_exchange(bundle, words_only):
+    put(bundle, ALICE, document(
+        "x", "Any idea for a gift for my dad?", "A good pair of gardening gloves.", "And for my aunt?",
+        roles=("user", "assistant", "user"),
+    ))
+    by_text = {h.message.text: h for h in words_only.search(ALICE, "gift dad gardening gloves aunt", partners=True)}
+    assert by_text["Any idea for a gift for my dad?"].partner.text == "A good pair of gardening gloves."
+    assert by_text["A good pair of gardening gloves."].partner.text == "Any idea for a gift for my dad?"
+    assert by_text["And for my aunt?"].partner is None  # not answered (yet) in the archive
+    assert all(h.partner is None for h in words_only.search(ALICE, "gift dad"))  # only when asked

@@ -139,3 +139,25 @@ def test_hostile_archived_text_stays_inside_its_element(bundle, retrieval):
     assert text.count(f"<{RECALL_TAG}>") == 1 and text.count(f"</{RECALL_TAG}>") == 1
     assert "<system>" not in text and "</known_facts>" not in text
     assert "\x00" not in text
+
+
+def test_a_matched_request_brings_the_reply_that_answered_it(bundle, retrieval):
+    bundle.archive.put(ARCHIVE, conversation(
+        "k1", "Could you suggest a name for my new kitten?", "How about Biscuit? Short and friendly.",
+        "Thanks, and what about a good tomato variety for a balcony?", "Sungold cherry tomatoes do well in pots.",
+    ))
+    recall = recall_part(section(bundle, retrieval, "What name did you suggest for the kitten?").text)
+    assert "Biscuit" in recall  # the reply shares no word with the question, yet it is the answer
+    assert recall.index("new kitten") < recall.index("Biscuit")  # in the order they were said
+    assert "tomato" not in recall.lower()
+
+
+def test_a_matched_reply_brings_the_request_it_answered_unless_that_is_live(bundle, retrieval):
+    live = SessionScope("k2")
+    bundle.archive.put(ARCHIVE, conversation(
+        "k2", "Which train should I take tomorrow?", "Take the 7:40 Intercity, it is direct to Coimbra.",
+    ))
+    recall = recall_part(section(bundle, retrieval, "the Intercity to Coimbra").text)
+    assert "Which train should I take" in recall and "7:40 Intercity" in recall
+    recall = recall_part(section(bundle, retrieval, "the Intercity to Coimbra", session=live, live=frozenset({1})).text)
+    assert "7:40 Intercity" in recall and "Which train should I take" not in recall
