@@ -5,8 +5,9 @@ Only when the agent's ``archive_enabled`` is on. Within ``config.archive_budget_
 
 1. ``<archive_recall>``: the archived messages most relevant to the user's latest message
    (``memory.retrieval``: BM25 and vectors fused, within this agent's archive of this user),
-   each with the other half of its exchange (the reply to a request, the request a reply
-   answered: the answer is often in the turn next to the words that match), each dated, with its speaker, its conversation's title and a handle that ``archive_read``
+   each with the other half of its exchange (the reply to a request or a question, the
+   request a reply answered: the answer is often in the turn next to the words that match) and,
+   with room left, the turn on its other side; each dated, with its speaker, its conversation's title and a handle that ``archive_read``
    opens. Messages still in the live conversation are left out (they are in context already).
    It takes at most ``RECALL_SHARE`` of the budget; what it leaves goes to the summaries. Hits
    are chosen best first and shown oldest first, so a fact and its later correction read in order.
@@ -125,20 +126,27 @@ class ArchiveProvider(MemoryProvider):
         chosen: list[tuple[ArchivedMessage, str]] = []
         shown: set[str] = set()
         used = count_text(self._render_recall([]))
-        for hit in hits:  # best first, while they fit; each with the other half of its exchange
-            group = [(hit.message, self._element(hit.message, hit.matched))]
-            if hit.partner is not None:
-                group.append((hit.partner, self._element(hit.partner, ())))
+
+        def take(group: list[tuple[ArchivedMessage, str]]) -> None:
+            nonlocal used
             group = [(message, text) for message, text in group if message.handle not in shown]
-            while group:
-                cost = sum(count_text(text) + 1 for _, text in group)
-                if used + cost <= budget:
-                    break
-                group.pop()  # the partner goes first; then the hit itself
+            while group and used + sum(count_text(text) + 1 for _, text in group) > budget:
+                group.pop()  # the last of the group goes first
             for message, text in group:
                 chosen.append((message, text))
                 shown.add(message.handle)
                 used += count_text(text) + 1
+
+        # Best first, while they fit: each hit with the other half of its exchange; then, with
+        # the room left, the turn on its other side.
+        for hit in hits:
+            group = [(hit.message, self._element(hit.message, hit.matched))]
+            if hit.partner is not None:
+                group.append((hit.partner, self._element(hit.partner, ())))
+            take(group)
+        for hit in hits:
+            if hit.message.handle in shown:
+                take([(m, self._element(m, ())) for m in hit.context if m is not hit.partner])
         if not chosen:
             return "", 0
         text = self._render_recall(chosen)

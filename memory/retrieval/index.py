@@ -108,9 +108,27 @@ class MessageHit:
     words: float | None = None  # BM25 score, when the words matched
     similarity: float | None = None  # cosine similarity, when the vectors took part
     matched: tuple[str, ...] = ()  # the query's words found in the message
-    #: The other half of its exchange (asked with ``partners``): the reply that followed a user
-    #: message, or the user message an assistant message answered.
-    partner: ArchivedMessage | None = None
+    #: The turns right before and after it in its conversation (asked with ``partners``).
+    previous: ArchivedMessage | None = None
+    following: ArchivedMessage | None = None
+
+    @property
+    def partner(self) -> ArchivedMessage | None:
+        """The other half of its exchange: the turn after a question or a user's message (what
+        answered it), else the turn before an assistant's message (what it answered). An answer is
+        most often next to the words that match: "Which book did you recommend?" matches the
+        request, and the title is in the reply."""
+        message = self.message
+        if message.role == "user" or message.text.rstrip().endswith("?"):
+            return self.following
+        return self.previous if message.role == "assistant" else None
+
+    @property
+    def context(self) -> tuple[ArchivedMessage, ...]:
+        """Its neighbours, the partner first."""
+        partner = self.partner
+        others = [m for m in (self.previous, self.following) if m is not None and m is not partner]
+        return tuple([partner] if partner is not None else []) + tuple(others)
 
 
 @dataclass
@@ -300,7 +318,7 @@ class ScopeIndex:
         partners: bool = False,
     ) -> list[MessageHit]:
         """The ``limit`` most relevant messages for ``query`` (see the module docstring); with
-        ``partners``, each with the other half of its exchange (``partner``), unless excluded."""
+        ``partners``, each with the turns next to it (``previous``, ``following``), unless excluded."""
         if limit <= 0:
             return []
         word_rows, word_scores, matched = self.bm25(query)
@@ -323,38 +341,29 @@ class ScopeIndex:
                 words=words_of.get(row),
                 similarity=similarity_of.get(row),
                 matched=tuple(sorted(matched.get(row, ()))),
-                partner=self._partner(self.rows[row], exclude) if partners else None,
+                **(self._neighbours(self.rows[row], exclude) if partners else {}),
             )
             for row in best[:limit]
         ]
 
-    def _partner(
+    def _neighbours(
         self, message: ArchivedMessage, exclude: Callable[[ArchivedMessage], bool] | None
-    ) -> ArchivedMessage | None:
-        other = self.partner(message)
-        return None if other is None or (exclude is not None and exclude(other)) else other
+    ) -> dict[str, ArchivedMessage | None]:
+        previous, following = self.neighbours(message)
+        if exclude is not None:
+            previous = None if previous is None or exclude(previous) else previous
+            following = None if following is None or exclude(following) else following
+        return {"previous": previous, "following": following}
 
-    def partner(self, message: ArchivedMessage) -> ArchivedMessage | None:
-        """The other half of the exchange ``message`` belongs to: the assistant's reply right after
-        a user message, or the user message right before an assistant message. An answer is most
-        often in the turn next to the one that shares the question's words ("Which book did you
-        recommend?" matches the request; the title is in the reply). None for tool output, or
-        when the neighbouring archived turn is not of the other speaker."""
-        if message.role == "user":
-            step, wanted = 1, "assistant"
-        elif message.role == "assistant":
-            step, wanted = -1, "user"
-        else:
-            return None
+    def neighbours(self, message: ArchivedMessage) -> tuple[ArchivedMessage | None, ArchivedMessage | None]:
+        """The archived turns right before and right after ``message`` in its conversation."""
         ordered = self._sessions.get(message.session, [])
         at = bisect.bisect_left(ordered, (message.seq, -1))
         if at >= len(ordered) or ordered[at][0] != message.seq:
-            return None
-        other = at + step
-        if not 0 <= other < len(ordered):
-            return None
-        candidate = self.rows[ordered[other][1]]
-        return candidate if candidate.role == wanted else None
+            return None, None
+        previous = self.rows[ordered[at - 1][1]] if at > 0 else None
+        following = self.rows[ordered[at + 1][1]] if at + 1 < len(ordered) else None
+        return previous, following
 
     def around(self, handle: str, *, before: int, after: int) -> list[ArchivedMessage]:
         """The messages of the handle's conversation from ``before`` turns before it to ``after``

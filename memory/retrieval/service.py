@@ -92,7 +92,7 @@ class Retrieval:
         partners: bool = False,
     ) -> list[MessageHit]:
         """The archived messages of ``scope`` most relevant to ``query``, best first (with
-        ``partners``, each with the other half of its exchange: ``MessageHit.partner``)."""
+        ``partners``, each with the turns next to it: ``MessageHit.partner``, ``.context``)."""
         if not isinstance(query, str):
             raise TypeError(f"a search query must be a string, got {type(query).__name__}")
         if limit <= 0 or not query.strip():

@@ -161,3 +161,13 @@ def test_a_matched_reply_brings_the_request_it_answered_unless_that_is_live(bund
     assert "Which train should I take" in recall and "7:40 Intercity" in recall
     recall = recall_part(section(bundle, retrieval, "the Intercity to Coimbra", session=live, live=frozenset({1})).text)
     assert "7:40 Intercity" in recall and "Which train should I take" not in recall
+
+
+def test_a_question_between_peers_brings_the_turn_that_answered_it(bundle, retrieval):
+    # Two people talking: the one in the assistant's place asks, the user answers next.
+    bundle.archive.put(ARCHIVE, conversation(
+        "p1", "I have taken up pottery this spring.", "Pottery! What do you make?",
+        "Mostly small blue bowls, glazed with cobalt.", "Lovely.",
+    ))
+    recall = recall_part(section(bundle, retrieval, "What does she make in pottery?").text)
+    assert "cobalt" in recall
