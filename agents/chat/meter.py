@@ -44,7 +44,7 @@ SECTION_KEYS: tuple[tuple[str, str], ...] = (
     ("pruned", "Pruned catalog"),
     ("experiences", "Experiences"),
     ("tools", "Tool definitions"),
-    ("messages", "Conversation messages"),
+    ("messages", "Messages"),
     ("other", "Other sections"),
     ("overhead", "Message framing"),
 )
@@ -459,6 +459,11 @@ def chart_view(history: MeterHistory) -> ChartView:
         marks.append(ChartMark(x_of(at), title))
     threshold = points[-1].threshold
     ticks = ((y_of(0), "0"), (y_of(top), _short(top)))
+    # The threshold's tick only where it does not overprint the others (10 px text).
+    if threshold and any(abs(float(y_of(threshold)) - float(y)) < 10 for y, _ in ticks):
+        threshold_tick = ()
+    else:
+        threshold_tick = ((y_of(threshold), _short(threshold)),) if threshold else ()
     return ChartView(
         empty=False,
         line=line,
@@ -467,7 +472,7 @@ def chart_view(history: MeterHistory) -> ChartView:
         marks=tuple(marks),
         threshold_y=y_of(threshold) if threshold else None,
         window_y=y_of(window),
-        ticks=ticks + (((y_of(threshold), _short(threshold)),) if threshold else ()),
+        ticks=ticks + threshold_tick,
         first_turn=points[0].turn,
         last_turn=points[-1].turn,
         cleanup_count=len(marks),

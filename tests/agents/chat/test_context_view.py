@@ -204,9 +204,9 @@ async def test_the_meter_names_sections_for_users_and_says_counts_in_words(conve
     fake_openai.responder = _answer
     joined = await _turns(conversation, owner, fake_openai, ["hello"])
     meter = joined
-    for label, words in (("Core memory", "2 files filled"), ("Archive recall", "1 summary"),
-                         ("Tool definitions", "1 tool"), ("Conversation messages", "1 message")):
-        assert re.search(rf">{label}<span class=\"sr-only\">: show what was sent</span></a> <span class=\"muted\">· {words}</span>", meter), label
+    for label, words in ((">Core memory", "2 files filled"), (">Archive recall", "1 summary"),
+                         (">Tool definitions", "1 tool"), (">Messages", "1 message")):
+        assert re.search(rf"{label}<span class=\"sr-only\">: show what was sent</span></a> <span class=\"muted\">· {words}</span>", meter), label
     assert "Message framing" in meter and "Formatting" not in meter
     # After a reload the legend says the same, from the stored history.
     page = (await asyncio.to_thread(_get, owner, reverse("chat:conversation", args=[conversation.pk]), False)).content.decode()
