@@ -161,11 +161,11 @@ def conversation_context(request: HttpRequest, conversation) -> HttpResponse:
     picks one; an htmx request gets that section alone (the meter's viewer), a plain one the
     whole request on a page of its own with that section open. Owner only, like every view
     here: staff included, another user's conversation is a 404."""
-    snapshot = chat.context_snapshot(conversation=conversation)
     key = request.GET.get("section", "")
-    section = snapshot.section(key) if snapshot is not None and key else None
-    if key and snapshot is not None and section is None and key not in _VIEWABLE:
+    if key and key not in _VIEWABLE:
         raise Http404("No such section.")
+    snapshot = chat.context_snapshot(conversation=conversation)
+    section = snapshot.section(key) if snapshot is not None and key else None
     context = {"conversation": conversation, "snapshot": snapshot, "section": section, "key": key}
     if request.htmx:
         return render(request, "chat/fragments.html#context_section", {**context, "dialog": True})

@@ -230,3 +230,18 @@ def test_a_threshold_at_or_below_keep_tokens_is_refused(staff_client, bot_file):
     assert response.status_code == 422
     assert "keep_tokens (3000) must be below the threshold (3000)" in response.content.decode()
     assert bot_file.read_bytes() == original
+
+
+def test_a_layer_whose_budgets_do_not_fit_the_window_is_refused(staff_client, bot_file):
+    """On a 4096-token window the archive's budget leaves no room for what a cleanup keeps."""
+    text = bot_file.read_text().replace("context_window: 16384", "context_window: 4096")
+    text = text.replace("compression_threshold: 12000", "compression_threshold: 3000", 1)
+    bot_file.write_text(text.replace("compression_threshold: 6000", "compression_threshold: 1500", 1))
+    state = load_editor(path=bot_file)
+    assert state.agents and not state.problems, state.problems
+    original = bot_file.read_bytes()
+    response = staff_client.post(URL, form_for(bot_file, default__archive_enabled=True))
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "the context window (4096 tokens) cannot hold what a cleanup leaves" in html
+    assert bot_file.read_bytes() == original
