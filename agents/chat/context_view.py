@@ -23,7 +23,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from agents.chat.meter import SECTION_ABOUT, _LABELS, _ORDER, MeterPoint, count_words, section_key, section_words
+from agents.chat.meter import MeterPoint
+from agents.chat.sections import ABOUT, LABELS, ORDER, count_words, section_key, section_words
 from agents.runtime.events import ContextReady
 from agents.runtime.relay import wire_messages
 from memory.scopes import SessionScope
@@ -77,11 +78,11 @@ class ViewSection:
 
     @property
     def label(self) -> str:
-        return _LABELS.get(self.key, self.key)
+        return LABELS.get(self.key, self.key)
 
     @property
     def about(self) -> str:
-        return SECTION_ABOUT.get(self.key, "")
+        return ABOUT.get(self.key, "")
 
     @property
     def shown_messages(self) -> list[dict[str, Any]]:
@@ -193,7 +194,7 @@ def snapshot_of(event: ContextReady, *, point: MeterPoint | None) -> ContextSnap
     framing = event.total_tokens - sum(a.tokens for a in event.sections)
     if framing > 0:
         views.append(ViewSection("overhead", framing, 0, ""))
-    views.sort(key=lambda v: _ORDER.get(v.key, len(_ORDER)))
+    views.sort(key=lambda v: ORDER.get(v.key, len(ORDER)))
     n, turn = (point.n, point.turn) if point is not None else (0, 0)
     return ContextSnapshot(n, turn, event.step, event.total_tokens, event.window, tuple(views))
 

@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents.chat import service as chat
-from agents.chat.meter import SECTION_KEYS
+from agents.chat.sections import SECTION_KEYS
 from agents.chat.fragments import EarlierNotFound, earlier_page, page_context
 from agents.runtime.model_status import capabilities_of, discover_once, memory_work, sizing_of
 
