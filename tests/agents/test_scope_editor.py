@@ -221,6 +221,8 @@ def test_a_threshold_equal_to_the_window_is_refused_with_the_usable_window(staff
     assert "compression_threshold (16384) is not below the usable window (15360 tokens" in html
     assert 'name="default.compression_threshold" value="16384"' in html and 'aria-invalid="true"' in html
     assert bot_file.read_bytes() == original
+    # The bound is said before anyone trips over it.
+    assert "it must stay below 15,360, the window less the room kept for the reply" in staff_client.get(URL).content.decode()
 
 
 def test_a_threshold_at_or_below_keep_tokens_is_refused(staff_client, bot_file):
