@@ -73,6 +73,13 @@ class ContextViewerInTheBrowser(ChatBrowserCase):
         assert "USER.md · <user_profile>" in core and "Lisbon" in core and "tokens" in core
         DOC_SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(DOC_SHOTS / "context-viewer-1400.png"))
+        # On a phone the dialog takes the screen's width, no wider.
+        page.set_viewport_size({"width": 390, "height": 844})
+        box = page.locator("#context-dialog").bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390
+        assert page.evaluate("document.querySelector('#context-dialog').scrollWidth <= document.querySelector('#context-dialog').clientWidth")
+        page.screenshot(path=str(DOC_SHOTS / "context-viewer-390.png"))
+        page.set_viewport_size(self.viewport)
         page.click("#context-dialog .context-close button")
         page.wait_for_selector("#context-dialog:not([open])", state="attached")
         page.locator(".chat-meter").screenshot(path=str(SCREENSHOTS / "context-meter-1400.png"))
