@@ -13,7 +13,10 @@ conversation's session scope, with that step's request cut into its sections. It
 request per conversation (at most about one context window of text), replaced at every step,
 never a copy per step, and deleted with the conversation's session scope. The messages are the
 copies the model got (``agents.runtime.relay.wire_messages``: governed, truncated to fit,
-placeholders and error markers as sent), not the session's stored ones.
+placeholders and error markers as sent), not the session's stored ones. One step further is
+left to the model adapter: for a server whose chat template accepts only plain alternating
+turns (``fold_roles``, agents.llm.shaping), tool calls and results are folded into text turns
+on the wire; the viewer shows the messages before that folding.
 """
 
 from __future__ import annotations
