@@ -249,3 +249,6 @@ async def test_only_the_latest_step_is_kept(conversation, owner, http_runtime, f
     second = ContextSnapshot.from_json(items[0].value)
     assert (first.turn, second.turn) == (1, 2)
     assert "second words" in json.dumps(second.section("messages").messages)
+    # Deleting the conversation deletes the kept request with the rest of its session scope.
+    await sync_to_async(chat.delete_conversation)(user=owner, conversation_id=conversation.pk)
+    assert await sync_to_async(kv.get_value)(session, CONTEXT_KEY) is None
