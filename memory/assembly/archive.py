@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
+from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, SectionPart
 from memory.assembly.xml import element, wrap
 from memory.retrieval.index import ArchivedMessage
 from memory.retrieval.service import Retrieval
@@ -103,10 +103,17 @@ class ArchiveProvider(MemoryProvider):
             recall, recalled = self._recall(ctx, int(budget * self._recall_share))
         left = budget - (count_text(recall) + 1 if recall else 0)
         summaries, documents = self._summaries(scope.key(), ctx, left)
-        text = "\n".join(part for part in (recall, summaries) if part)
+        parts = tuple(
+            SectionPart.of(key=tag, text=part, items=items)
+            for tag, part, items in ((RECALL_TAG, recall, recalled), (TAG, summaries, documents))
+            if part
+        )
+        text = "\n".join(part.text for part in parts)
         if not text:
             return None
-        return Section(name=SECTION_NAME, tag=TAG, text=text, tokens=count_text(text), items=recalled + documents)
+        return Section(
+            name=SECTION_NAME, tag=TAG, text=text, tokens=count_text(text), items=recalled + documents, parts=parts
+        )
 
     # -- recall -------------------------------------------------------------------------------
 
