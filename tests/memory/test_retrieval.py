@@ -143,3 +143,27 @@ def test_excluded_messages_are_left_out_and_the_limit_holds(bundle, words_only):
     put(bundle, ALICE, document("a", *[f"garden note {i}" for i in range(30)]))
     hits = words_only.search(ALICE, "garden", limit=7, exclude=lambda m: m.seq % 2 == 0)
     assert len(hits) == 7 and all(h.message.seq % 2 == 1 for h in hits)
+
+
+def test_vector_search_over_many_blocks_matches_the_plain_product():
+    """Similarities are computed a block of rows at a time; across block edges they equal the
+    whole matrix times the query, and the nearest rows come out in the same order."""
+    from memory.retrieval.index import SIMILARITY_BLOCK_VALUES, ScopeIndex
+
+    dims = 64
+    rows = 3 * (SIMILARITY_BLOCK_VALUES // dims) + 17  # three whole blocks and a part
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((rows, dims)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    messages = tuple(Message(role="user", content=f"m{i}", created_at=DAY).with_seq(i + 1) for i in range(rows))
+    index = ScopeIndex(dimensions=dims)
+    index.add_document(ArchiveDocument(session="session:v", summary="", messages=messages), vectors)
+    query = vectors[rows - 5] + 0.8 * vectors[SIMILARITY_BLOCK_VALUES // dims]  # near a row in the last and one at an edge
+    query /= np.linalg.norm(query)
+    found, similarities = index.nearest(query, min_similarity=-1.0)
+    expected = vectors @ query
+    best = np.argsort(-expected, kind="stable")[: len(found)]
+    assert found.tolist() == best.tolist() and found[0] == rows - 5
+    assert SIMILARITY_BLOCK_VALUES // dims in found.tolist()
+    assert np.allclose(similarities, expected[found], atol=1e-6)
+    assert np.allclose(np.sort(similarities)[::-1], np.sort(expected)[::-1][: len(found)], atol=1e-6)
