@@ -167,3 +167,26 @@ def test_vector_search_over_many_blocks_matches_the_plain_product():
     assert SIMILARITY_BLOCK_VALUES // dims in found.tolist()
     assert np.allclose(similarities, expected[found], atol=1e-6)
     assert np.allclose(np.sort(similarities)[::-1], np.sort(expected)[::-1][: len(found)], atol=1e-6)
+
+
+def test_bm25_says_which_query_words_each_candidate_matched():
+    """The words each ranked message matched, found by binary search in the posting lists, are
+    exactly the query words (or the words they begin) among the message's own terms."""
+    from memory.retrieval.index import ScopeIndex
+
+    rng = np.random.default_rng(11)
+    pool = ["porto", "kayak", "lantern", "harbour", "sister", "nurse", "garden", "bread", "ferry", "cello"]
+    messages = tuple(
+        Message(role="user", content=" ".join(rng.choice(pool, size=int(rng.integers(1, 5)))), created_at=DAY)
+        .with_seq(i + 1)
+        for i in range(400)
+    )
+    index = ScopeIndex(dimensions=None)
+    index.add_document(ArchiveDocument(session="session:w", summary="", messages=messages), None)
+    for query in ("kayak lantern", "harb sister ferry", "cello nurse porto garden", "bread"):
+        order, _, matched = index.bm25(query)
+        assert len(order)
+        for row in order.tolist():
+            own = set(analysis.terms(index.rows[row].text))
+            expected = {word for term, word in analysis.query_terms(query) if set(index._expand(term, word)) & own}
+            assert matched[row] == expected, (query, index.rows[row].text)
