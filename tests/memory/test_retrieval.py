@@ -190,3 +190,20 @@ def test_bm25_says_which_query_words_each_candidate_matched():
             own = set(analysis.terms(index.rows[row].text))
             expected = {word for term, word in analysis.query_terms(query) if set(index._expand(term, word)) & own}
             assert matched[row] == expected, (query, index.rows[row].text)
+
+
+def test_folding_ascii_text_takes_the_short_way_to_the_same_words():
+    """ASCII text is only lower-cased (no character of it decomposes or combines); any other
+    text is decomposed and stripped of its marks, as before."""
+    import unicodedata
+
+    from memory.stores import textsearch
+
+    def slow(text):
+        return "".join(ch for ch in unicodedata.normalize("NFD", text) if not unicodedata.combining(ch)).lower()
+
+    every_ascii = "".join(chr(i) for i in range(128))
+    for text in (every_ascii, "Moved to PORTO in May, 2023!", "", "tab\tand\nnewline"):
+        assert textsearch.fold(text) == slow(text)
+    assert textsearch.fold("Café Crème in São Paulo") == slow("Café Crème in São Paulo") == "cafe creme in sao paulo"
+    assert textsearch.words("Ünïcode and ASCII") == ["unicode", "and", "ascii"]
