@@ -42,6 +42,8 @@ RECALL_SHARE = 0.6
 RECALL_LIMIT = 12
 RECALL_CHARS = 700
 _MIN_RECALL_TOKENS = 48
+#: What recall leaves to the summaries is rounded down to a multiple of this many tokens.
+SUMMARY_BUDGET_STEP = 32
 
 # Documents fetched per store call: summaries are rarely under ~40 tokens, so this covers the
 # budget in one read almost always, without listing the whole archive.
@@ -102,6 +104,10 @@ class ArchiveProvider(MemoryProvider):
         if self._retrieval is not None and ctx.query:
             recall, recalled = self._recall(ctx, int(budget * self._recall_share))
         left = budget - (count_text(recall) + 1 if recall else 0)
+        # The summaries' fit is remembered per budget; what recall leaves changes every turn, so
+        # it is rounded down to a step: a fit is reused across turns at the cost of a few tokens.
+        if recall:
+            left -= left % SUMMARY_BUDGET_STEP
         summaries, documents = self._summaries(scope.key(), ctx, left)
         parts = tuple(
             SectionPart.of(key=tag, text=part, items=items)
