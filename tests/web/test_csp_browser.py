@@ -56,9 +56,10 @@ class PagesUnderThePolicy(LiveBrowserCase):
             "() => document.querySelector('#composer[data-state=idle]') && document.querySelectorAll('.msg.assistant').length"
         )
         width = page.eval_on_selector("#meter-bar .seg-messages", "el => el.getBoundingClientRect().width")
-        left = page.eval_on_selector("#meter-bar .threshold", "el => el.style.left")
+        left = page.eval_on_selector("#meter-size .size-threshold", "el => el.getAttribute('x1')")
+        label = page.eval_on_selector("#threshold-label", "el => el.getBoundingClientRect().width")
         assert width > 0, "the meter's segment has no width: chat.js did not apply data-width"
-        assert left.endswith("%") and left != "0%"
+        assert left.endswith("%") and left != "0%" and label > 0  # the threshold drawn without inline styles
         violations.extend(f"chat: {v}" for v in page.evaluate("window.__csp"))
         for path in ("/memory/", "/scopes/", "/settings/tokens/", "/admin/", "/admin/memory/storedmessage/", "/api/docs"):
             visit(path)
