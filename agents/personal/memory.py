@@ -44,6 +44,15 @@ HOW_TO_ENABLE = (
     "archive_enabled: true, which feeds it) in the agent's memory: block in config/scopes/bot.yml, "
     "or ask a staff member to switch it on in the scope editor (/scopes/); then restart Modex."
 )
+#: The same, for people who cannot act on the configuration (no file names, no settings).
+CORE_OFF = ("Core memory is off for this agent: it keeps nothing about you from one conversation to the "
+            "next. A staff member can switch it on.")
+
+
+def how_to_enable(*, user) -> str:
+    """Why core memory is off and what to do, in words ``user`` can act on: staff get the
+    setting and where it lives, everyone else who can switch it on."""
+    return HOW_TO_ENABLE if getattr(user, "is_staff", False) else CORE_OFF
 
 
 class UserMemoryError(Exception):
@@ -93,6 +102,7 @@ class MemoryItem:
     conversation_id: str  # the conversation it came from, when it is the viewer's and still exists
     conversation: str  # its title
     archived: bool  # it came from an archived conversation (the Dream Engine)
+    source_conversation: str = ""  # the id of the conversation it came from (live or archived)
 
     @property
     def plain(self) -> str:
@@ -122,7 +132,8 @@ class AgentMemory:
     files: tuple[CoreFileView, ...]
     experience_enabled: bool
     experiences: tuple[ExperienceFile, ...]
-    how_to_enable: str = HOW_TO_ENABLE
+    how_to_enable: str = HOW_TO_ENABLE  # for staff and scripts: the setting and where it lives
+    core_off: str = CORE_OFF  # for everyone else
 
 
 def main_agents() -> tuple[AgentNode, ...]:
@@ -238,7 +249,7 @@ def _items(memory: CoreMemory, state: CoreFileState, *, viewer) -> tuple[MemoryI
             index=index, text=line, who=describe_source(source.by if source else "unknown", viewer=viewer, names=names),
             at=source.at if source else None, said_at=source.said_at if source else None,
             conversation_id=conversation if conversation in titles else "", conversation=titles.get(conversation, ""),
-            archived=bool(source and source.document),
+            archived=bool(source and source.document), source_conversation=conversation,
         ))
     return tuple(items)
 
