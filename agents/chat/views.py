@@ -17,6 +17,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from agents.chat import service as chat
 from agents.chat.fragments import EarlierNotFound, earlier_page, page_context
+from memory.highlight import MAX_QUERY_CHARS, contains_all, excerpt, query_words
+from memory.inspection_catalog import entry_text
 
 
 def _model_facts() -> tuple[bool, str]:
@@ -118,13 +120,23 @@ def conversation_delete(request: HttpRequest, conversation) -> HttpResponse:
 @require_GET
 def conversation_pruned(request: HttpRequest, conversation) -> HttpResponse:
     """The conversation's pruned catalog: a table of contents (as ``grep "^## \\["``), then
-    every block, escaped."""
+    every block, escaped. ``?q=``: the blocks holding every word searched for (the start of a
+    word is enough), each with an excerpt, matches marked."""
     blocks = chat.pruned_blocks(conversation=conversation)
+    query = " ".join(request.GET.get("q", "").split())[:MAX_QUERY_CHARS]
+    words = query_words(query)
+    hits = [
+        (block, excerpt(entry_text(block.entry), words, limit=320))
+        for block in blocks if contains_all(entry_text(block.entry), words)
+    ]
     context = {
         **_sidebar(request, conversation.pk),
         "conversation": conversation,
         "blocks": blocks,
         "files": sorted({block.entry.path.name for block in blocks}),
+        "q": query,
+        "searched": bool(words),
+        "hits": hits,
     }
     return render(request, "chat/pruned.html", context)
 

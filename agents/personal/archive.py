@@ -31,13 +31,11 @@ is said later in a conversation that still exists is archived as usual. The conv
 
 from __future__ import annotations
 
-import html
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 
 from agents.declarations import AgentNode
 from agents.personal import memory as user_memory
@@ -50,23 +48,19 @@ from memory.core_lines import content_lines
 from memory.core_memory import MEMORY, USER, CoreMemoryConflict, CoreMemoryDisabled
 from memory.dream import LEASE_NAME as DREAM_LEASE
 from memory.locks import Lease, LeaseBusy, acquire_lease, default_holder, release_lease
-from memory.retrieval import text as analysis
+from memory.highlight import MAX_QUERY_CHARS, excerpt, highlight, query_words
 from memory.retrieval.index import ArchivedMessage
 from memory.scopes import AgentScope, InvalidScopeId, Scope, SessionScope
 from memory.stores.base import ArchiveDocument, ConcurrentChange, VersionConflict
-from memory.stores.textsearch import fold
 
 #: Search results shown at most.
 SEARCH_LIMIT = 50
-#: A longer query is cut (the retrieval keeps its first terms anyway).
-MAX_QUERY_CHARS = 500
 #: A message longer than this is shown in a search result as an excerpt around its first match.
 EXCERPT_CHARS = 420
 #: Lines written from a conversation by these writers are removed with it (people's own lines stay).
 MACHINE_WRITERS = frozenset({"agent", "dream"})
 _LEASE_TTL = 60.0
 _ATTEMPTS = 5
-_TOKEN = re.compile(r"[^\W_]+")
 
 
 class ArchiveError(Exception):
@@ -223,7 +217,7 @@ def conversation_messages(*, user, agent: str, conversation_id: str, query: str 
     node = user_memory.main_agent(agent)
     session = _session(conversation_id)
     messages = get_services().retrieval.conversation(scope_for(user=user, agent=node), session.key())
-    words = _query_words(query)
+    words = query_words(query)
     return [MessageView(m, highlight(m.text, words)) for m in messages]
 
 
@@ -247,55 +241,9 @@ def search(*, user, agent: str, query: str, limit: int = SEARCH_LIMIT) -> list[A
         if conversation is None:  # removed between the search and the listing
             continue
         words = hit.matched
-        views.append(ArchiveHitView(hit.message, conversation, excerpt(hit.message.text, words),
+        views.append(ArchiveHitView(hit.message, conversation, excerpt(hit.message.text, words, limit=EXCERPT_CHARS),
                                     by_meaning=not words))
     return views
-
-
-# -- marking matches --------------------------------------------------------------------------
-
-
-def _query_words(query: str) -> tuple[str, ...]:
-    return tuple(word for _term, word in analysis.query_terms((query or "")[:MAX_QUERY_CHARS]))
-
-
-def _matches(token: str, words: Sequence[str]) -> bool:
-    folded = fold(token)
-    stemmed = analysis.stem(folded)
-    return any(folded.startswith(word) or stemmed == analysis.stem(word) for word in words)
-
-
-def highlight(text: str, words: Sequence[str]) -> SafeString:
-    """``text`` escaped, each word matching one of ``words`` (folded query words: the word itself,
-    a word it begins, or one with the same stem) in ``<mark>``."""
-    if not words:
-        return mark_safe(html.escape(text))  # noqa: S308 - escaped above
-    out, at = [], 0
-    for match in _TOKEN.finditer(text):
-        if _matches(match.group(0), words):
-            out.append(html.escape(text[at:match.start()]))
-            out.append(f"<mark>{html.escape(match.group(0))}</mark>")
-            at = match.end()
-    out.append(html.escape(text[at:]))
-    return mark_safe("".join(out))  # noqa: S308 - every piece is escaped
-
-
-def excerpt(text: str, words: Sequence[str], *, limit: int = EXCERPT_CHARS) -> SafeString:
-    """``text`` with its matches marked; a long one cut to ``limit`` characters around its first
-    match (at word boundaries, "…" where it was cut)."""
-    if len(text) <= limit:
-        return highlight(text, words)
-    first = next((m.start() for m in _TOKEN.finditer(text) if words and _matches(m.group(0), words)), 0)
-    start = max(0, first - limit // 3)
-    if start:
-        space = text.find(" ", start)
-        start = space + 1 if 0 <= space < first else start
-    end = min(len(text), start + limit)
-    if end < len(text):
-        space = text.rfind(" ", start, end)
-        end = space if space > first else end
-    piece = highlight(text[start:end], words)
-    return mark_safe(("…" if start else "") + piece + ("…" if end < len(text) else ""))  # noqa: S308
 
 
 # -- removing a conversation ------------------------------------------------------------------

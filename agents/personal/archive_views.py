@@ -52,38 +52,38 @@ def archive_index(request: HttpRequest, agent: str) -> HttpResponse:
     return render(request, "memory/archive.html", context)
 
 
-def _conversation_or_404(request: HttpRequest, agent: str, conversation: str) -> archive.ArchivedConversation:
+def _conversation_or_404(request: HttpRequest, agent: str, conversation_id: str) -> archive.ArchivedConversation:
     _agent_or_404(agent)
     try:
-        return archive.archived_conversation(user=request.user, agent=agent, conversation_id=conversation)
+        return archive.archived_conversation(user=request.user, agent=agent, conversation_id=conversation_id)
     except archive.ConversationNotArchived:
         raise Http404("No such archived conversation.") from None
 
 
 @login_required
 @require_GET
-def archive_conversation(request: HttpRequest, agent: str, conversation: str) -> HttpResponse:
-    found = _conversation_or_404(request, agent, conversation)
+def archive_conversation(request: HttpRequest, agent: str, conversation_id: str) -> HttpResponse:
+    found = _conversation_or_404(request, agent, conversation_id)
     query = _query(request)
-    views = archive.conversation_messages(user=request.user, agent=agent, conversation_id=conversation, query=query)
+    views = archive.conversation_messages(user=request.user, agent=agent, conversation_id=conversation_id, query=query)
     return render(request, "memory/archive_conversation.html",
                   {"agent": _agent_or_404(agent), "conversation": found, "transcript": views, "q": query})
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def archive_forget(request: HttpRequest, agent: str, conversation: str) -> HttpResponse:
+def archive_forget(request: HttpRequest, agent: str, conversation_id: str) -> HttpResponse:
     """GET: what will be removed, and the confirmation form. POST: remove it, back to the list
     (a busy Dream Engine or cleanup: nothing removed, back to this page with the reason)."""
-    found = _conversation_or_404(request, agent, conversation)
+    found = _conversation_or_404(request, agent, conversation_id)
     if request.method == "GET":
-        plan = archive.removal_plan(user=request.user, agent=agent, conversation_id=conversation)
+        plan = archive.removal_plan(user=request.user, agent=agent, conversation_id=conversation_id)
         return render(request, "memory/archive_forget.html", {"agent": _agent_or_404(agent), "plan": plan})
     try:
-        done = archive.forget_conversation(user=request.user, agent=agent, conversation_id=conversation)
+        done = archive.forget_conversation(user=request.user, agent=agent, conversation_id=conversation_id)
     except archive.ArchiveBusy as exc:
         messages.error(request, str(exc))
-        return redirect("memory:archive_forget", agent, conversation)
+        return redirect("memory:archive_forget", agent, conversation_id)
     except archive.ConversationNotArchived:
         raise Http404("No such archived conversation.") from None
     messages.success(request, _done_message(found, done))
