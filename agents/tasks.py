@@ -106,9 +106,15 @@ DREAM_RESPONSE_FORMAT = {"type": "json_object"}
 
 
 def dream_engine(*, services: MemoryServices, clock: Callable[[], datetime] = utcnow) -> DreamEngine:
-    """The Dream Engine over ``services``: their stores, hooks and chat model (in JSON mode)."""
+    """The Dream Engine over ``services``: their stores, hooks and chat model (in JSON mode),
+    each call capped at ``MODEX_MAX_TOKENS_DREAM`` and made as background work through the gate
+    (it waits while a user's turn runs, ``agents.runtime.gate``)."""
     options = DreamOptions(lease_ttl=float(getattr(settings, "MODEX_TASK_LEASE_TTL", 600.0)))
-    model = as_text_completion(services.model, response_format=DREAM_RESPONSE_FORMAT)
+    model = as_text_completion(
+        services.calls(background=True, label="dream"),
+        max_tokens=services.caps.dream,
+        response_format=DREAM_RESPONSE_FORMAT,
+    )
     return DreamEngine(bundle=services.bundle, model=model, hooks=services.hooks, clock=clock, options=options)
 
 
@@ -214,6 +220,31 @@ def enqueue_experience_review(
         final_id=final_id,
         final_seq=final_seq,
     )
+
+
+def waiting_tasks() -> dict[str, int]:
+    """How many consolidations and reviews are queued or running in the task backend, by task
+    name (``consolidate_core_memory``, ``review_experience``): what the pages call memory work
+    queued. Empty when the backend cannot say (``immediate``)."""
+    names = {consolidate_core_memory.name, review_experience.name}
+    backend = task_backends[DEFAULT_TASK_BACKEND_ALIAS]
+    waiting = (TaskResultStatus.READY, TaskResultStatus.RUNNING)
+    counts: dict[str, int] = {}
+    if hasattr(backend, "results"):  # DummyBackend: what it recorded
+        for result in backend.results:
+            if result.task.name in names and result.status in waiting:
+                counts[result.task.name] = counts.get(result.task.name, 0) + 1
+        return counts
+    if getattr(settings, "MODEX_TASKS_BACKEND", "") != "db":
+        return counts
+    from django_tasks_db.models import DBTaskResult
+
+    rows = DBTaskResult.objects.filter(status__in=list(waiting)).values_list("task_path", flat=True)
+    for path in rows:
+        name = path.rsplit(".", 1)[-1]
+        if name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 # -- the triggers -----------------------------------------------------------------------------

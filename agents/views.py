@@ -15,11 +15,19 @@ from agents.editor import service as scope_editor
 def home(request: HttpRequest) -> HttpResponse:
     """The dashboard: each main agent with its memory layers, and the user's recent chats."""
     from agents.chat import service as chat
+    from agents.runtime.model_status import capabilities_of, discover_once, memory_work, sizing_of
 
     services = chat.services()
     staff = request.user.is_staff
+    discover_once(services.model)
+    agents = chat.main_agents()
+    gate = services.gate.limit(services.model) if services.gate is not None else None
     context = {
-        "agents": chat.main_agents(),
+        "agents": [(agent, sizing_of(agent, services.model)) for agent in agents],
+        "capabilities": None if services.offline else capabilities_of(services.model),
+        "gate_limit": gate,
+        "caps": services.caps,
+        "work_text": memory_work(services).describe() if staff else "",
         "conversations": chat.list_conversations(user=request.user)[:8],
         "offline": services.offline,
         # Where the model is served and where the state lives are the operator's business:

@@ -32,7 +32,7 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from memory.locks import LeaseBusy, acquire_lease, default_holder, release_lease

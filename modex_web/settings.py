@@ -205,6 +205,7 @@ MODEX_RUNTIME_HOOKS = env_list(
         "agents.runtime.cleanup.install",
         "agents.experience.hook.install",
         "agents.tasks.install_long_term_session",
+        "agents.archiving.install",
     ],
 )
 
@@ -239,9 +240,19 @@ MODEX_TASK_STALE_AFTER = env_float("MODEX_TASK_STALE_AFTER", MODEX_TASK_LEASE_TT
 MODEX_EMBEDDINGS = (env_str("MODEX_EMBEDDINGS", "offline") or "offline").strip().lower()
 if MODEX_EMBEDDINGS not in ("offline", "off"):
     raise ImproperlyConfigured(f"MODEX_EMBEDDINGS={MODEX_EMBEDDINGS!r} must be 'offline' or 'off'.")
-MODEX_RECALL_MIN_SIMILARITY = env_float("MODEX_RECALL_MIN_SIMILARITY", 0.5, minimum=-1.0)
+MODEX_RECALL_MIN_SIMILARITY = env_float("MODEX_RECALL_MIN_SIMILARITY", 0.25, minimum=-1.0)
 MODEX_RECALL_CACHE_MESSAGES = env_int("MODEX_RECALL_CACHE_MESSAGES", 300_000, minimum=1000)
 MODEX_ARCHIVE_IDLE_MINUTES = env_float("MODEX_ARCHIVE_IDLE_MINUTES", 30.0, minimum=0.0)
+# Model calls (agents/llm/settings.py ModelCaps, agents/llm/gate.py): a completion-token cap per
+# caller (the chat reply's 0 means the agent's reply reserve: an eighth of the window, at most
+# 1024), and the gate that keeps background memory work from delaying a user's turn.
+MODEX_MAX_TOKENS_REPLY = env_int("MODEX_MAX_TOKENS_REPLY", 0, minimum=0)
+MODEX_MAX_TOKENS_SUMMARY = env_int("MODEX_MAX_TOKENS_SUMMARY", 1024, minimum=16)
+MODEX_MAX_TOKENS_DREAM = env_int("MODEX_MAX_TOKENS_DREAM", 1024, minimum=16)
+MODEX_MAX_TOKENS_REVIEW = env_int("MODEX_MAX_TOKENS_REVIEW", 512, minimum=16)
+MODEX_MODEL_CONCURRENCY = env_int("MODEX_MODEL_CONCURRENCY", 0, minimum=0)  # 0: auto
+MODEX_BACKGROUND_MAX_WAIT = env_float("MODEX_BACKGROUND_MAX_WAIT", 300.0, minimum=1.0)
+MODEX_BACKGROUND_AFTER_TURN = env_float("MODEX_BACKGROUND_AFTER_TURN", 5.0, minimum=0.0)
 
 LOGGING = {
     "version": 1,

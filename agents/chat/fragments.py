@@ -390,8 +390,12 @@ class ChatStream:
     async def ended(self) -> str:
         """The turn's task is over (sent only then, so the next message is never "busy").
         After a failed model call the stream is re-rendered from the session, which holds what
-        the runtime kept of the cut-off reply, and the error follows it."""
+        the runtime kept of the cut-off reply, and the error follows it. The memory work the
+        turn queued (a review, a consolidation) is shown under the meter."""
         self._replying.set()
+        return await self._ended() + await memory_work_fragment()
+
+    async def _ended(self) -> str:
         failure, self._failure = self._failure, None
         if failure is None:
             # The reply is whole now: "Reply so far" goes back to zero (the meter counts it in Messages).
@@ -467,6 +471,18 @@ class ChatStream:
                 partial("conversation_title", conversation=self.conversation, oob="true")
                 + partial("conversation_item", c=self.conversation, active=True, oob="true")
             )
+
+
+async def memory_work_fragment() -> str:
+    """The "memory work queued" line under the meter, re-rendered (empty and hidden: none)."""
+    from agents.runtime.model_status import memory_work
+
+    try:
+        text = (await sync_to_async(memory_work, thread_sensitive=True)(chat.services())).describe()
+    except Exception:
+        logger.warning("could not read the memory work queued", exc_info=True)
+        return ""
+    return partial("memory_work", work_text=text, oob="true")
 
 
 def _tool_context(call: ToolCall, content: str | None, ok: bool | None, *, pruned: bool = False) -> dict:

@@ -19,6 +19,7 @@ from agents.chat import service as chat
 from agents.chat.fragments import EarlierNotFound, earlier_page, page_context
 from memory.highlight import MAX_QUERY_CHARS, contains_all, excerpt, query_words
 from memory.inspection_catalog import entry_text
+from agents.runtime.model_status import capabilities_of, discover_once, memory_work, sizing_of
 
 
 def _model_facts() -> tuple[bool, str]:
@@ -71,7 +72,10 @@ def conversation_create(request: HttpRequest) -> HttpResponse:
 @owned
 @require_GET
 def conversation_detail(request: HttpRequest, conversation) -> HttpResponse:
-    """The chat page: history re-rendered from the session, meter, composer on the socket."""
+    """The chat page: history re-rendered from the session, meter, composer on the socket.
+    The model server is asked once for its window, so header and meter show the real one."""
+    svc = chat.services()
+    discover_once(svc.model)
     offline, model_name = _model_facts()
     try:
         agent, agent_error = chat.resolve_agent(conversation.agent), None
@@ -80,6 +84,11 @@ def conversation_detail(request: HttpRequest, conversation) -> HttpResponse:
     context = page_context(conversation=conversation, agent=agent, offline=offline, model_name=model_name)
     context.update(_sidebar(request, conversation.pk))
     context.update(agent_error=agent_error, ws_url=f"/ws/chat/{conversation.pk}/")
+    context.update(
+        sizing=sizing_of(agent, svc.model) if agent is not None else None,
+        capabilities=capabilities_of(svc.model),
+        work_text=memory_work(svc).describe(),
+    )
     return render(request, "chat/conversation.html", context)
 
 

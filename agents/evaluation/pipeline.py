@@ -144,12 +144,18 @@ async def _consolidate(*, services: Any, agent: Any, user: str) -> Any:
 
 async def conversation_ended(*, services: Any, agent: Any, user: str, session: SessionScope) -> dict[str, int]:
     """What the memory does when ``user`` leaves conversation ``session`` with ``agent`` (here:
-    when the benchmark moves on to the user's next conversation). The one place for it: today
-    the Dream Engine consolidates the archive into core memory when the agent has core memory
-    on. Returns counts for the run's statistics (``consolidations``, ``core_edits``,
-    ``dream_failures``)."""
-    stats = {"consolidations": 0, "core_edits": 0, "dream_failures": 0}
+    when the benchmark moves on to the user's next conversation). The one place for it, as the
+    app does it (``agents.archiving``): the conversation is archived when the agent has the
+    archive on, then the Dream Engine consolidates the archive into core memory when it has core
+    memory on. Returns counts for the run's statistics (``archived_messages``,
+    ``consolidations``, ``core_edits``, ``dream_failures``)."""
+    from agents.archiving import archive_one
+
+    stats = {"archived_messages": 0, "consolidations": 0, "core_edits": 0, "dream_failures": 0}
     config = agent.memory_config
+    if config.archive_enabled:
+        result = await _io(lambda: archive_one(services=services, agent=agent, user=user, session=session, consolidate=False))
+        stats["archived_messages"] += result.messages
     if config.archive_enabled and config.core_enabled:
         outcome = await _consolidate(services=services, agent=agent, user=user)
         stats["consolidations"] += 1

@@ -8,6 +8,11 @@ answer, tool errors marked), rendered as escaped XML; its instructions carry
 ``REVIEW_MARKER`` (the built-in offline model keys on it) and ask it to prefer updating a
 matching lesson over creating a near-duplicate (``create`` also refuses near-duplicates).
 
+Its model calls are background work (``agents.runtime.gate``: they wait while a user's turn
+runs) capped at ``MODEX_MAX_TOKENS_REVIEW`` per step. With a model server that cannot call
+tools (``capabilities.tools`` False) it asks for the lessons as JSON in one request instead
+(``agents.experience.review_json``) and writes them itself; the outcome's answer says which way.
+
 Idempotent per run: the outcome is recorded at ``experience.review.<final id>`` in the session's
 KV and a recorded success is never redone; a lease keeps two workers from reviewing one run at
 once; the reviewer's own scratch session is cleared before and after. A failed review (model
@@ -34,6 +39,7 @@ from agents.experience.supplement import render_listing
 from agents.experience.store import ExperienceError, ExperienceStore
 from agents.llm.offline_review import REVIEW_MARKER
 from agents.runtime.loop import Runtime
+from agents.runtime.sizing import probe_window
 from agents.runtime.tools.base import Tool, ToolError, ToolRoster
 from memory.assembly.xml import element, wrap
 from memory.config import SUBAGENT_PRESET, MemoryConfig
@@ -322,11 +328,15 @@ class ExperienceReviewAgent:
             return ReviewOutcome(ReviewStatus.NOT_FOUND, answer="the run is no longer in the session")
         writes = _Writes()
         store = ExperienceStore(kv=self.services.bundle.kv, agent=agent.name, user=user)  # the run's user only
+        await probe_window(self.model)
+        if getattr(getattr(self.model, "capabilities", None), "tools", None) is False:
+            return await self._review_as_json(agent=agent, session=session, run=run, store=store)
         tools: list[Tool] = [
             cls(store=store, writes=writes)
             for cls in (ListExperiencesTool, ReadExperienceTool, CreateExperienceTool, UpdateExperienceTool)
         ]
-        runtime = ReviewRuntime(tools=tools, services=self.services, model=self.model, max_steps=self.max_steps)
+        runtime = ReviewRuntime(tools=tools, services=self.services, model=self.model, max_steps=self.max_steps,
+                                background=True, label="review", reply_cap=self.services.caps.review)
         node = reviewer_node(agent)
         scratch = SessionScope(f"{session.id[:64]}.review-{final_id[:24]}")
         await self._forget(scratch)
@@ -347,6 +357,28 @@ class ExperienceReviewAgent:
         if error is not None and not (created or updated):
             return ReviewOutcome(ReviewStatus.FAILED, error=error)
         return ReviewOutcome(ReviewStatus.REVIEWED, created=created, updated=updated, answer=answer)
+
+    async def _review_as_json(
+        self, *, agent: AgentNode, session: SessionScope, run: list[Message], store: ExperienceStore
+    ) -> ReviewOutcome:
+        """The non-tool path (``agents.experience.review_json``), for servers without tools."""
+        from agents.experience.review_json import review_as_json
+        from agents.llm import ModelError
+
+        model = self.services.calls(self.model, background=True, label="review")
+        try:
+            done = await review_as_json(
+                model=model, store=store, agent=agent.name, run_text=render_run(run, agent=agent.name, session=session),
+                max_tokens=self.services.caps.review, io=self._io,
+            )
+        except (ModelError, ValueError) as exc:
+            logger.warning("the experience review (JSON, no tools) of %s failed: %s", session.key(), exc)
+            return ReviewOutcome(ReviewStatus.FAILED, error=str(exc))
+        answer = f"reviewed without tools (JSON): {done.answer}"
+        if done.skipped:
+            answer += "; not written: " + "; ".join(done.skipped)
+        return ReviewOutcome(ReviewStatus.REVIEWED, created=tuple(dict.fromkeys(done.created)),
+                             updated=tuple(dict.fromkeys(done.updated)), answer=answer)
 
     def _run_messages(self, session: SessionScope, final_id: str, final_seq: int) -> list[Message]:
         after = max(0, final_seq - RUN_WINDOW)

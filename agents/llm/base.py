@@ -241,16 +241,26 @@ TextCompletion = Callable[[list[dict[str, Any]]], Awaitable[str]]
 def as_text_completion(chat_model: ChatModel, /, **options: Any) -> TextCompletion:
     """Adapt ``chat_model`` to the memory system's summarizer seam.
 
-    Returns ``async f(messages: list[dict]) -> str``: the reply's text (``""`` if the model said
-    nothing), no tools offered; its ``context_window`` attribute is the model's, when known. Model errors propagate; the memory system owns retries and its
-    fallback summary.
+    Returns ``async f(messages: list[dict], **overrides) -> str``: the reply's text (``""`` if
+    the model said nothing), no tools offered. ``options`` (``max_tokens``, ``temperature``,
+    ``timeout``, ``response_format``) go with every call; ``overrides`` replace them for one
+    call (e.g. ``response_format={"type": "json_object"}`` where ``json_mode`` allows it).
+
+    Attributes for callers that plan their requests: ``context_window`` (the model's, when
+    known), ``max_tokens`` (the cap every call sends, None when uncapped) and ``json_mode``
+    (True when the server is known to take ``response_format``, False when it refused it, None
+    when unknown; see ``agents.llm.capabilities``). Model errors propagate; the memory system
+    owns retries and its fallback summary.
     """
 
-    async def text_completion(messages: list[dict[str, Any]]) -> str:
-        completion = await complete(chat_model, messages=messages, tools=None, **options)
+    async def text_completion(messages: list[dict[str, Any]], **overrides: Any) -> str:
+        completion = await complete(chat_model, messages=messages, tools=None, **{**options, **overrides})
         return completion.content or ""
 
     text_completion.__qualname__ = f"as_text_completion({getattr(chat_model, 'name', 'model')})"
     # The summarizer plans its input chunks for this window (the server's real one, when known).
     text_completion.context_window = getattr(chat_model, "context_window", None)  # type: ignore[attr-defined]
+    text_completion.max_tokens = options.get("max_tokens")  # type: ignore[attr-defined]
+    capabilities = getattr(chat_model, "capabilities", None)
+    text_completion.json_mode = getattr(capabilities, "json_mode", None)  # type: ignore[attr-defined]
     return text_completion

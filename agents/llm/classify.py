@@ -31,6 +31,14 @@ _TEMPLATE_MARKERS = re.compile(
     re.IGNORECASE,
 )
 _STREAM_OPTIONS_MARKERS = re.compile(r"stream_options|include_usage", re.IGNORECASE)
+_RESPONSE_FORMAT_MARKERS = re.compile(r"response_format|json_object|json_schema", re.IGNORECASE)
+# Ollama: "<model> does not support tools"; vLLM: '"auto" tool choice requires
+# --enable-auto-tool-choice ...'; llama.cpp: "tools param requires --jinja flag".
+_TOOLS_MARKERS = re.compile(
+    r"does not support tools|tools? (?:are|is) not supported|tool choice requires|tool_choice.{0,40}requires"
+    r"|tools param requires|does not support (?:function|tool) call",
+    re.IGNORECASE,
+)
 
 # "maximum context length is 4096 tokens", "available context size (4096 tokens)",
 # "context window of 4096 tokens", "n_ctx: 4096".
@@ -45,6 +53,8 @@ class ErrorKind(enum.Enum):
     CONTEXT_LENGTH = "context_length"
     TEMPLATE = "template"
     STREAM_OPTIONS = "stream_options"
+    RESPONSE_FORMAT = "response_format"
+    TOOLS_UNSUPPORTED = "tools_unsupported"
     RATE_LIMITED = "rate_limited"
     TRANSIENT = "transient"
     REJECTED = "rejected"
@@ -108,10 +118,14 @@ def classify(*, status: int | None, text: str, code: str = "") -> ErrorKind:
     if any(c in code for c in _CONTEXT_CODES) or _CONTEXT_MARKERS.search(text):
         if status is None or status in (400, 413, 422, 500):
             return ErrorKind.CONTEXT_LENGTH
+    if status in (400, 422, 500) and _TOOLS_MARKERS.search(text):
+        return ErrorKind.TOOLS_UNSUPPORTED
     if _TEMPLATE_MARKERS.search(text) and (status is None or status in (400, 422, 500)):
         return ErrorKind.TEMPLATE
     if status in (400, 422) and _STREAM_OPTIONS_MARKERS.search(text):
         return ErrorKind.STREAM_OPTIONS
+    if status in (400, 422) and _RESPONSE_FORMAT_MARKERS.search(text):
+        return ErrorKind.RESPONSE_FORMAT
     if status == 429:
         return ErrorKind.RATE_LIMITED
     if status is None or status >= 500 or status in (408, 409):

@@ -11,6 +11,13 @@ Transcripts are read in whichever form the caller uses:
 
 A previous compact summary found in the input (markdown headings naming known sections) is
 merged into the new one, so nothing it held is lost across repeated cleanups.
+
+Dates: a header may carry the message's date (``[12] user · 8 May 2023 14:05:``, the form of
+``memory.compression.summary_input``); facts and decisions are then grouped under the day
+they were said (``- On 8 May 2023:`` and the items indented below it), so the summary keeps
+when things were said and each item stays a plain line ("Name: Sam") that readers of the
+summary (the Dream Engine) take as it is. Items are whole sentences, shortened only at a
+word boundary with ``…``: never "Todo list (add): 1.".
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from agents.llm import offline_facts as facts
+from memory.compression.statements import excerpt, sentences
 
 #: Default sections of a compact summary, in order, used when the request names none.
 SUMMARY_SECTIONS = ("Goal", "Decisions", "Facts", "Reasoning trail", "Tool results", "Open tasks")
@@ -62,6 +70,13 @@ class Turn:
     reasoning: str = ""
     tool: str = ""
     tool_calls: list[str] = field(default_factory=list)
+    date: str = ""  # "8 May 2023" when the transcript dates the message
+
+
+# " · 8 May 2023 14:05" in a transcript header (memory.compression.dates.stamp)
+_STAMP = re.compile(r"\s·\s(?P<day>\d{1,2} [A-Z][a-z]{2} \d{4})(?: \d{2}:\d{2})?(?: UTC)?(?=\s*:?\s*$)")
+# "- On 8 May 2023:" opening a group of dated items in a summary
+_DAY_GROUP = re.compile(r"^\s*(?:[-*]\s*)?On (?P<day>\d{1,2} [A-Z][a-z]{2} \d{4}):\s*$")
 
 
 def text_of(content: object) -> str:
@@ -87,6 +102,11 @@ def parse_labelled(text: str) -> list[Turn]:
     for line in html.unescape(text).splitlines():
         if _BARE_TAG.match(line):  # the request's own framing (<transcript>, </previous_summary>)
             continue
+        stamp = _STAMP.search(line)
+        if stamp and _ROLE_LINE.match(line[: stamp.start()]):
+            line, day = line[: stamp.start()] + ":", stamp.group("day")
+        else:
+            day = ""
         role_match = _ROLE_LINE.match(line)
         if role_match and (
             role_match.group("rest").lstrip().startswith((":", "·", "(", "-", "|"))
@@ -94,7 +114,7 @@ def parse_labelled(text: str) -> list[Turn]:
         ):
             rest = role_match.group("rest")
             role = _ROLE_ALIASES.get(role_match.group("role").lower(), role_match.group("role").lower())
-            turn = Turn(role=role)
+            turn = Turn(role=role, date=day)
             framed = re.match(r"^(\s*\([^)]*\)[^:]*):(.*)$", rest)  # "(tool calls: a, b):" keeps its colon
             if framed:
                 header, body = framed.group(1), framed.group(2)
@@ -120,7 +140,8 @@ def parse_labelled(text: str) -> list[Turn]:
         elif line.strip() and line.strip() != "---":
             if not turns:
                 turns.append(Turn(role="unknown"))
-            turns[-1].content = (turns[-1].content + "\n" + line.strip()).strip()
+            # Indentation is kept: a summary groups items under a day by indenting them.
+            turns[-1].content = (turns[-1].content + "\n" + line.rstrip()).strip()
     return turns
 
 
@@ -190,9 +211,12 @@ def section_key(title: str) -> str | None:
     return None
 
 
-def previous_summary(turns: Iterable[Turn]) -> dict[str, list[str]]:
-    """Bullets of every earlier compact summary in the input, by section key."""
-    merged: dict[str, list[str]] = {}
+Item = tuple[str, str]  # (day or "", text)
+
+
+def previous_summary(turns: Iterable[Turn]) -> dict[str, list[Item]]:
+    """Items of every earlier compact summary in the input, by section key, with their day."""
+    merged: dict[str, list[Item]] = {}
     for turn in turns:
         parts = re.split(r"^#{1,6}\s+(.+?)\s*$", turn.content, flags=re.MULTILINE)
         if len(parts) < 5:  # fewer than two headings: not a summary
@@ -201,21 +225,42 @@ def previous_summary(turns: Iterable[Turn]) -> dict[str, list[str]]:
             key = section_key(title)
             if key is None:
                 continue
-            items = [
-                line
-                for line in facts.lines_of(body)
-                if line.lower() not in ("(none)", "none", "(nothing recorded)")
-                and not _BARE_TAG.match(line)
-                and not _OWN_HINT.search(line)
-            ]
-            merged.setdefault(key, []).extend(items)
+            day = ""
+            for raw in body.splitlines():
+                group = _DAY_GROUP.match(raw)
+                if group:
+                    day = group.group("day")
+                    continue
+                if raw.strip() and not raw.startswith((" ", "\t")):
+                    day = ""  # an item at the top level ends the day's group
+                for line in facts.lines_of(raw):
+                    if line.lower() in ("(none)", "none", "(nothing recorded)") or _BARE_TAG.match(line):
+                        continue
+                    if not _OWN_HINT.search(line):
+                        merged.setdefault(key, []).append((day, line))
     return merged
 
 
-def _add(bucket: list[str], item: str, *, limit: int = 240) -> None:
-    item = " ".join(item.split())[:limit].strip()
-    if item and item.lower() not in (b.lower() for b in bucket):
-        bucket.append(item)
+def _add(bucket: list[Item], item: str, *, limit: int = 240, day: str = "") -> None:
+    item = excerpt(item, limit)  # whole words, marked when shortened
+    if item and item.lower() not in (text.lower() for _, text in bucket):
+        bucket.append((day, item))
+
+
+def _render_items(items: list[Item]) -> str:
+    """``- text`` lines; items with a day grouped under ``- On <day>:``, consecutive ones once."""
+    lines: list[str] = []
+    current = None
+    for day, text in items:
+        if day:
+            if day != current:
+                lines.append(f"- On {day}:")
+                current = day
+            lines.append(f"  - {text}")
+        else:
+            current = None
+            lines.append(f"- {text}")
+    return "\n".join(lines)
 
 
 def build_summary(instruction: str, turns: list[Turn]) -> str:
@@ -223,28 +268,28 @@ def build_summary(instruction: str, turns: list[Turn]) -> str:
     prefix, titles = requested_sections(instruction)
     previous = previous_summary(turns)
     fresh = [t for t in turns if not (len(re.findall(r"^#{1,6}\s", t.content, flags=re.MULTILINE)) >= 2)]
-    buckets: dict[str, list[str]] = {key: list(previous.get(key, [])) for key, _ in _SECTION_KEYWORDS}
+    buckets: dict[str, list[Item]] = {key: list(previous.get(key, [])) for key, _ in _SECTION_KEYWORDS}
     first_user = next((t for t in fresh if t.role == "user" and t.content.strip()), None)
     if first_user is not None and not buckets["goal"]:
-        _add(buckets["goal"], " ".join(facts.sentences(first_user.content)[:2]), limit=300)
+        _add(buckets["goal"], " ".join(sentences(first_user.content)[:2]), limit=300)
     for turn in fresh:
-        for sentence in facts.sentences(turn.content):
+        for sentence in sentences(turn.content):
             if _OWN_HINT.search(sentence):
                 continue
             if _DECISION.search(sentence):
-                _add(buckets["decisions"], sentence)
+                _add(buckets["decisions"], sentence, day=turn.date)
             if _OPEN_TASK.search(sentence) and turn.role != "tool":
                 _add(buckets["open"], sentence)
         if turn.role == "user":
             for fact in facts.extract_facts(turn.content):
                 if fact.kind != "decision":  # those are under Decisions already
-                    _add(buckets["facts"], fact.text)
+                    _add(buckets["facts"], fact.text, day=turn.date)
         if turn.reasoning:
-            _add(buckets["reasoning"], (facts.sentences(turn.reasoning) or [""])[0], limit=200)
+            _add(buckets["reasoning"], (sentences(turn.reasoning) or [""])[0], limit=200)
         if turn.role == "assistant" and turn.tool_calls:
             _add(buckets["reasoning"], f"Called {', '.join(n for n in turn.tool_calls if n)}.")
         if turn.role == "tool" and turn.content.strip():
-            _add(buckets["tools"], f"{turn.tool or 'tool'}: {' '.join(turn.content.split())[:160]}")
+            _add(buckets["tools"], f"{turn.tool or 'tool'}: {turn.content}", limit=160)
     out = []
     for title in titles:
         key = section_key(title)
@@ -252,9 +297,9 @@ def build_summary(instruction: str, turns: list[Turn]) -> str:
         if key in _MAX_ITEMS:
             items = items[-_MAX_ITEMS[key] :]
         if key == "goal":
-            body = items[0] if items else "(not stated)"
+            body = items[0][1] if items else "(not stated)"
         else:
-            body = "\n".join(f"- {item}" for item in items) or "- (none)"
+            body = _render_items(items) or "- (none)"
         out.append(f"{prefix}{title}\n{body}")
     return "\n\n".join(out) + "\n"
 

@@ -30,10 +30,19 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import httpx2
 import openai
 
-from agents.llm.base import ChatModel, ModelEvent
+from agents.llm.base import ModelEvent
+from agents.llm.capabilities import (
+    UNKNOWN_SERVER,
+    Capabilities,
+    for_known_host,
+    from_models_entry,
+    from_ollama_show,
+    from_props,
+)
 from agents.llm.chunks import ChunkAssembler
 from agents.llm.classify import ErrorKind, classify, error_code, error_text, window_hint
 from agents.llm.scrub import scrub_secrets
+from agents.llm.shaping import fold_roles, needs_folding
 from agents.llm.sse import stream_chunks
 from agents.llm.errors import (
     ChatTemplateRejected,
@@ -59,12 +68,18 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 class _Retry(Exception):
-    """Internal: the attempt failed in a way worth another try."""
+    """Internal: the attempt failed in a way worth another try.
 
-    def __init__(self, error: ModelError, retry_after: float | None = None, *, without_usage: bool = False) -> None:
+    ``adjust`` names a change of the request that may make the server accept it, tried once
+    and only before any output: ``stream_options`` (ask without), ``response_format`` (ask
+    without JSON mode), ``tools`` (ask without tools), ``fold`` (fold tool turns into
+    alternating text, ``agents.llm.shaping``). Without an adjustment the error is retried as is
+    (transient) or raised."""
+
+    def __init__(self, error: ModelError, retry_after: float | None = None, *, adjust: str | None = None) -> None:
         self.error = error
         self.retry_after = retry_after
-        self.without_usage = without_usage  # the server refused stream_options: ask again without
+        self.adjust = adjust
 
 
 def _basic_auth(url: str) -> dict[str, str] | None:
@@ -98,6 +113,14 @@ class OpenAIChatModel:
     on it is off). ``context_window`` is the server's real window in tokens when known
     (``OPENAI_CONTEXT_WINDOW``, the server's model metadata, or an overflow error that stated
     it); the runtime sizes the agents' memory with it instead of bot.yml's value.
+
+    What the server can do is read once by ``discover()`` (``capabilities``). What a refused
+    request teaches is kept for the rest of the process, logged once, and shown in
+    ``capabilities``: a server that refuses ``response_format`` is asked again without it and
+    no longer sent it (``json_mode`` False); one that refuses ``tools`` is asked again without
+    them and no longer sent them (``tools_refused``); one whose chat template refuses the roles
+    ("Conversation roles must alternate") is asked again with tool turns folded into
+    alternating text, and from then on always so (``fold_roles``).
     """
 
     is_offline = False
@@ -135,6 +158,10 @@ class OpenAIChatModel:
         self.max_retry_after = max_retry_after
         self.include_usage = include_usage
         self.context_window = context_window
+        self.json_mode: bool | None = None  # False once the server refused response_format
+        self.fold_roles = False  # True once the server's template refused the roles
+        self.tools_refused: str | None = None  # why, once the server refused tools
+        self._detected: Capabilities | None = None
         self._probed = False
         self._api_key = api_key or PLACEHOLDER_API_KEY
         self._sleep = sleep
@@ -150,6 +177,44 @@ class OpenAIChatModel:
     def describe(self) -> str:
         return f"{self.name} at {redact_url(self.base_url)}"
 
+    @property
+    def discovered(self) -> bool:
+        """Whether ``discover()`` has asked the server already (it asks once)."""
+        return self._probed
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this endpoint can do: detected by ``discover()``, then corrected by what its
+        answers taught (refused tools or JSON mode, strict roles). Before ``discover()`` ran,
+        or when the server could not be asked, ``detected`` is False and most is unknown."""
+        base = self._detected or Capabilities(server=UNKNOWN_SERVER, model=self.name, detected=False,
+                                              tools_note="not detected yet")
+        changes: dict[str, Any] = {}
+        if self.context_window is not None:
+            changes["window"] = self.context_window
+        if self.tools_refused:
+            changes.update(tools=False, tools_note=f"refused by the server: {self.tools_refused}")
+        if self.json_mode is False:
+            changes["json_mode"] = False
+        if self.fold_roles:
+            changes["folds_roles"] = True
+        return base.learned(**changes) if changes else base
+
+    async def discover(self) -> Capabilities:
+        """Ask the server once what it can do (``agents.llm.capabilities``), set
+        ``context_window`` from it unless already known (``OPENAI_CONTEXT_WINDOW`` wins), log the
+        result, and return ``capabilities``. Any failure means "unknown", never an error."""
+        if not self._probed:
+            self._probed = True
+            try:
+                detected = await asyncio.wait_for(self._metadata(), timeout=min(self.timeout, 5.0))
+            except Exception as exc:  # metadata is a convenience: never fail a turn for it
+                logger.info("could not read the metadata of %s: %s", self.describe(), type(exc).__name__)
+                detected = None
+            self._adopt(detected)
+            logger.info("model capabilities: %s", self.capabilities.describe())
+        return self.capabilities
+
     async def discover_context_window(self) -> int | None:
         """The server's window from its model metadata, asked once per model; sets
         ``context_window`` unless it is already known (``OPENAI_CONTEXT_WINDOW`` wins).
@@ -161,40 +226,45 @@ class OpenAIChatModel:
         """
         if self.context_window is not None or self._probed:
             return self.context_window
-        self._probed = True
-        try:
-            window = await asyncio.wait_for(self._window_from_metadata(), timeout=min(self.timeout, 5.0))
-        except Exception as exc:  # metadata is a convenience: never fail a turn for it
-            logger.info("no context window in the metadata of %s: %s", self.describe(), type(exc).__name__)
-            return None
+        await self.discover()
+        return self.context_window
+
+    def _adopt(self, detected: Capabilities | None) -> None:
+        self._detected = detected
+        window = detected.window if detected is not None else None
         if window is not None and window >= 256 and self.context_window is None:
             logger.info("the model %s reports a context window of %d tokens", self.describe(), window)
             self.context_window = window
-        return self.context_window
 
-    async def _window_from_metadata(self) -> int | None:
+    async def _metadata(self) -> Capabilities | None:
         http = self._client()._client  # the SDK's own httpx client (auth headers added below)
         headers = {"Authorization": f"Bearer {self._api_key}"}
         base = redact_url(self.base_url)  # the HTTP client logs URLs; credentials stay out of them
+        known = for_known_host(urlsplit(base).hostname or "", model=self.name)
+        if known is not None:
+            return known
+        found: Capabilities | None = None
+        owner = ""
         response = await http.get(f"{base}/models", headers=headers)
         if response.status_code == 200:
             listing = response.json()
             entries = listing.get("data") if isinstance(listing, dict) else None
             for entry in entries if isinstance(entries, list) else []:
                 if isinstance(entry, dict) and entry.get("id") == self.name:
-                    for key in ("max_model_len", "context_length", "context_window", "max_context_length"):
-                        value = entry.get(key)
-                        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                            return value
+                    owner = str(entry.get("owned_by") or "").lower()
+                    found = from_models_entry(entry, model=self.name)
+        if found is not None and found.window is not None:
+            return found  # vLLM and proxies that state the window: nothing more to ask
         root = base[: -len("/v1")] if base.endswith("/v1") else base
+        if owner in ("library", "ollama"):
+            response = await http.post(f"{root}/api/show", headers=headers, json={"model": self.name})
+            if response.status_code == 200 and isinstance(show := response.json(), dict):
+                return from_ollama_show(show, model=self.name) or found
+            return found
         response = await http.get(f"{root}/props", headers=headers)
-        if response.status_code == 200:
-            props = response.json()
-            settings = props.get("default_generation_settings") if isinstance(props, dict) else None
-            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-            if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0:
-                return n_ctx
-        return None
+        if response.status_code == 200 and isinstance(props := response.json(), dict):
+            return from_props(props, model=self.name) or found
+        return found
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop. Call it before a loop that used this
@@ -233,12 +303,17 @@ class OpenAIChatModel:
         max_tokens: int | None = None,
         timeout: float | None = None,
         response_format: dict[str, Any] | None = None,
+        slot: int | None = None,
     ) -> AsyncIterator[ModelEvent]:
-        """See ``ChatModel.stream``."""
+        """See ``ChatModel.stream``. ``slot`` (llama.cpp only: its ``id_slot``) pins the request
+        to one of the server's slots, so that background work never takes over the slot whose
+        cached prompt is the chat's (``agents.runtime.gate``)."""
+        if self.fold_roles and needs_folding(messages):
+            messages = fold_roles(messages)
         request: dict[str, Any] = {"model": model or self.name, "messages": messages, "stream": True}
         if self.include_usage:
             request["stream_options"] = {"include_usage": True}
-        if tools:
+        if tools and not self.tools_refused:
             request["tools"] = tools
         if temperature is not None:
             request["temperature"] = temperature
@@ -246,8 +321,10 @@ class OpenAIChatModel:
             request["max_tokens"] = max_tokens
         if timeout is not None:
             request["timeout"] = timeout
-        if response_format is not None:
+        if response_format is not None and self.json_mode is not False:
             request["response_format"] = response_format
+        if slot is not None:
+            request["id_slot"] = slot
         attempt = 0
         while True:
             yielded = False
@@ -260,11 +337,10 @@ class OpenAIChatModel:
                         yield event
                 return
             except _Retry as retry:
-                if retry.without_usage and not yielded and "stream_options" in request:
-                    logger.warning("%s; asking again without stream_options (set OPENAI_INCLUDE_USAGE=false)", retry.error)
-                    self.include_usage = False
-                    request.pop("stream_options")
-                    continue
+                if retry.adjust is not None:
+                    if not yielded and self._adjust(request, retry):
+                        continue
+                    raise retry.error from retry.error.__cause__
                 if yielded or attempt >= self.max_retries:
                     raise retry.error from retry.error.__cause__
                 delay = self._delay(attempt, retry.retry_after)
@@ -274,13 +350,42 @@ class OpenAIChatModel:
                 logger.warning("%s; retry %d of %d in %.2fs", retry.error, attempt, self.max_retries, delay)
                 await self._sleep(delay)
 
+    def _adjust(self, request: dict[str, Any], retry: _Retry) -> bool:
+        """Change ``request`` as ``retry.adjust`` says and remember it for this endpoint; False
+        when that change was already made (the same refusal again is the caller's error)."""
+        match retry.adjust:
+            case "stream_options" if "stream_options" in request:
+                logger.warning("%s; asking again without stream_options (set OPENAI_INCLUDE_USAGE=false)", retry.error)
+                self.include_usage = False
+                request.pop("stream_options")
+            case "response_format" if "response_format" in request:
+                logger.warning("%s; asking again without response_format, and no longer sending it to this "
+                               "endpoint (JSON mode off for this process)", retry.error)
+                self.json_mode = False
+                request.pop("response_format")
+            case "tools" if "tools" in request:
+                logger.warning("%s; asking again without tools: this endpoint cannot call tools, and is no "
+                               "longer sent any for this process", retry.error)
+                self.tools_refused = retry.error.message.rsplit(": ", 1)[-1][:200]
+                request.pop("tools")
+                request.pop("tool_choice", None)
+            case "fold" if not request.get("_folded") and needs_folding(request["messages"]):
+                logger.warning("%s; asking again with tool turns folded into alternating user/assistant text, "
+                               "as for every later request to this endpoint in this process", retry.error)
+                self.fold_roles = True
+                request["messages"] = fold_roles(request["messages"])
+                request["_folded"] = True
+            case _:
+                return False
+        return True
+
     async def _attempt(self, request: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         # The SDK sends the request and raises its errors for a refused one; agents.llm.sse
         # reads the streamed body (and says why). The request goes through the client's plain
         # ``post``: ``chat.completions.create`` first walks every message and tool schema against
         # its typed parameters, about 10 ms for 40 messages and 8 tools, for JSON that is already
         # the wire format.
-        body = {key: value for key, value in request.items() if key != "timeout"}
+        body = {key: value for key, value in request.items() if key not in ("timeout", "_folded")}
         options: dict[str, Any] = {"timeout": request["timeout"]} if "timeout" in request else {}
         try:
             response = await self._client().post(
@@ -345,7 +450,7 @@ class OpenAIChatModel:
             message = f"the request does not fit the context window of {where}: {detail}"
             return self._caused(ContextLengthExceeded(message, window=window_hint(body, detail)), exc)
         if kind is ErrorKind.TEMPLATE:
-            return self._caused(ChatTemplateRejected(_template_message(where, detail)), exc)
+            return _Retry(self._caused(ChatTemplateRejected(_template_message(where, detail)), exc), adjust="fold")
         if kind in (ErrorKind.TRANSIENT, ErrorKind.RATE_LIMITED):
             return _Retry(
                 self._caused(ModelUnavailable(f"the model {where} reported an error while streaming: {detail}"), exc)
@@ -362,10 +467,17 @@ class OpenAIChatModel:
                 ContextLengthExceeded(message, status_code=status, window=window_hint(exc.body, detail)), exc
             )
         if kind is ErrorKind.TEMPLATE:
-            return self._caused(ChatTemplateRejected(_template_message(where, detail), status_code=status), exc)
+            error = ChatTemplateRejected(_template_message(where, detail), status_code=status)
+            return _Retry(self._caused(error, exc), adjust="fold")
         if kind is ErrorKind.STREAM_OPTIONS:
             message = f"the model {where} rejected stream_options (HTTP {status}): {detail}"
-            return _Retry(self._caused(ModelRejected(message, status_code=status), exc), without_usage=True)
+            return _Retry(self._caused(ModelRejected(message, status_code=status), exc), adjust="stream_options")
+        if kind is ErrorKind.RESPONSE_FORMAT:
+            message = f"the model {where} rejected response_format (HTTP {status}): {detail}"
+            return _Retry(self._caused(ModelRejected(message, status_code=status), exc), adjust="response_format")
+        if kind is ErrorKind.TOOLS_UNSUPPORTED:
+            message = f"the model {where} rejected the tools (HTTP {status}): {detail}"
+            return _Retry(self._caused(ModelRejected(message, status_code=status), exc), adjust="tools")
         if kind is ErrorKind.RATE_LIMITED:
             retry_after = _retry_after(exc)
             message = f"the model {where} is rate limiting requests (HTTP 429): {detail}"
@@ -420,8 +532,8 @@ def _status_text(exc: openai.APIStatusError) -> str:
 
 def _template_message(where: str, detail: str) -> str:
     return (
-        f"the model {where} cannot format this conversation with its chat template (not retried; "
-        f"a server-side template problem): {detail}"
+        f"the model {where} cannot format this conversation with its chat template (asked again only when "
+        f"folding tool turns into alternating text changed the request; a server-side template problem): {detail}"
     )
 
 

@@ -1,9 +1,11 @@
 """``model_from_settings``: the ChatModel the environment configures (``OPENAI_*``), offline
-without ``OPENAI_BASE_URL``; a bad value is ``ImproperlyConfigured`` naming its variable."""
+without ``OPENAI_BASE_URL``; a bad value is ``ImproperlyConfigured`` naming its variable.
+``model_caps``: the completion-token cap of each kind of model call (``MODEX_MAX_TOKENS_*``)."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -84,4 +86,44 @@ def model_from_settings(
         max_retries=_env_int("OPENAI_MAX_RETRIES", DEFAULT_MAX_RETRIES, minimum=0),
         include_usage=_env_bool("OPENAI_INCLUDE_USAGE", True),
         context_window=_env_int("OPENAI_CONTEXT_WINDOW", 0, minimum=256) or None,
+    )
+
+
+#: Defaults of ``MODEX_MAX_TOKENS_*`` (modex_web/settings.py reads the environment).
+DEFAULT_SUMMARY_TOKENS = 1024
+DEFAULT_DREAM_TOKENS = 1024
+DEFAULT_REVIEW_TOKENS = 512
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCaps:
+    """The ``max_tokens`` each caller sends, so that no call runs on without end (a small model
+    can write thousands of tokens into one reply).
+
+    ``reply``: the chat reply (and a subagent's), per model step; None means the agent's reply
+    reserve (what context assembly leaves free for the reply: an eighth of the window, at most
+    1024), so a capped reply always fits the window. ``summary``: one compact-summary call of a
+    cleanup. ``dream``: one Dream Engine call. ``review``: one step of the experience reviewer.
+    A reply cut by its cap ends with ``finish_reason`` ``length`` and is stored marked as truncated.
+    """
+
+    reply: int | None = None
+    summary: int = DEFAULT_SUMMARY_TOKENS
+    dream: int = DEFAULT_DREAM_TOKENS
+    review: int = DEFAULT_REVIEW_TOKENS
+
+    def reply_for(self, reserve: int) -> int:
+        """The chat reply's cap for an agent whose reply reserve is ``reserve`` tokens."""
+        return self.reply if self.reply else max(1, reserve)
+
+
+def model_caps() -> ModelCaps:
+    """The caps from settings (``MODEX_MAX_TOKENS_REPLY``, ``_SUMMARY``, ``_DREAM``, ``_REVIEW``)."""
+    from django.conf import settings
+
+    return ModelCaps(
+        reply=getattr(settings, "MODEX_MAX_TOKENS_REPLY", 0) or None,
+        summary=getattr(settings, "MODEX_MAX_TOKENS_SUMMARY", DEFAULT_SUMMARY_TOKENS),
+        dream=getattr(settings, "MODEX_MAX_TOKENS_DREAM", DEFAULT_DREAM_TOKENS),
+        review=getattr(settings, "MODEX_MAX_TOKENS_REVIEW", DEFAULT_REVIEW_TOKENS),
     )

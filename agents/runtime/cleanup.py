@@ -50,7 +50,7 @@ async def compact(
         bundle=services.bundle,
         session=session,
         config=config,
-        summarizer=as_text_completion(model),
+        summarizer=as_text_completion(model, max_tokens=services.caps.summary),
         catalog=services.catalog,
         hooks=services.hooks,
         archive_scope=archive_scope_for(agent=agent.name, user_id=user_id) if config.archive_enabled else None,
@@ -76,7 +76,7 @@ async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> As
             session=ctx.session,
             agent=ctx.agent,
             user_id=ctx.user_id,
-            model=ctx.runtime.model,
+            model=ctx.runtime.calls,  # through the gate with the turn's priority
             force=force,
             lease_ttl=ctx.runtime.cleanup_lease_ttl,
         )

@@ -39,10 +39,17 @@ class KeptLease:
             except Exception:  # a store hiccup: the lease still has two thirds of its ttl; retry
                 logger.warning("could not renew the lease of %s", self.held[-1].scope.key(), exc_info=True)
 
-    async def end(self) -> None:
-        """Stop renewing and release. The keeper is stopped, not cancelled: a cancel landing
-        during a renewal would let the write finish unseen, and releasing an outdated version
-        would leave the lease behind."""
+    async def end(self, *, linger: float = 0.0) -> None:
+        """Stop renewing and release; with ``linger`` (seconds), leave the lease to run out that
+        long from now instead (a turn mark that keeps background work waiting a little longer).
+        The keeper is stopped, not cancelled: a cancel landing during a renewal would let the
+        write finish unseen, and releasing an outdated version would leave the lease behind."""
         self._stop.set()
         await self._keeper
+        if linger > 0:
+            try:
+                await run_blocking(renew_lease, kv=self.kv, lease=self.held[-1], ttl=linger)
+                return
+            except LeaseLost:
+                return
         await run_blocking(release_lease, kv=self.kv, lease=self.held[-1])

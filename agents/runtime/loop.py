@@ -8,6 +8,14 @@ compression. Which hooks a run gets is ``Runtime.hooks_for(agent)``.
 message is persisted as it completes, so a turn cut short (stop button, client gone, crash)
 leaves a session that is legal or is repaired to legality before the next model call: calls
 without results get synthetic "interrupted" results.
+
+Model calls go through the services' gate (``agents.runtime.gate``): a chat runtime's turn holds
+a turn mark from its first store trip to its end, so background memory work waits for it, and
+its calls (the cleanup's summary included: ``Runtime.calls``) take slots with chat priority; a
+``background`` runtime (the experience reviewer) takes none and waits for chat. Each step's
+reply is capped (``max_tokens``: ``reply_cap``, else ``MODEX_MAX_TOKENS_REPLY`` or the agent's
+reply reserve). When the server is known not to call tools (``capabilities.tools`` False), no
+tool schemas are sent: the pages and the log say so.
 """
 
 from __future__ import annotations
@@ -85,9 +93,17 @@ class Runtime:
         lease_ttl: float | None = None,
         cleanup_lease_ttl: float | None = None,
         installers: Sequence[tuple[str, Installer]] | None = None,
+        background: bool = False,
+        label: str = "",
+        reply_cap: int | None = None,
     ) -> None:
         self.services = services
         self.model = model or services.model
+        self.background = background
+        self.reply_cap = reply_cap
+        #: The model as this runtime's calls reach it: through the gate, with chat priority, or
+        #: background priority for a background runtime (the model itself without a gate).
+        self.calls = services.calls(self.model, background=background, label=label or ("background" if background else "chat"))
         self.hooks = hooks or RuntimeHooks()
         self.max_steps = max_steps
         # The turn lease is renewed every third of its ttl while the turn runs, so the ttl only
@@ -135,18 +151,19 @@ class Runtime:
             raise TurnRejected("say something: the message is empty")
         if len(text) > MAX_USER_CHARS:
             raise TurnRejected(f"the message is too long ({len(text):,} characters; at most {MAX_USER_CHARS:,})")
-        await probe_window(self.model)
+        await probe_window(self.model)  # and what the server can do: once per model
         agent = sized_agent(agent, self.model)
         self._refuse_oversized(agent, text)
         key = session.key()
         if key in self._running:
             raise TurnBusy("a turn of this conversation is already running")
         try:
-            lease, opened, head = await self._begin(session, text)
+            lease, opened, head, mark = await self._begin(session, text)
         except LeaseBusy as exc:
             raise TurnBusy(f"a turn of this conversation is already running ({exc})") from None
         self._running.add(key)
         kept = KeptLease(kv=self.services.bundle.kv, lease=lease, ttl=self.lease_ttl, name=f"turn-lease-{key}")
+        marked = self.services.gate.keep(mark, name=f"turn-mark-{key}") if mark is not None else None
         ctx = ToolContext(
             services=self.services,
             runtime=self,
@@ -187,6 +204,9 @@ class Runtime:
             self._running.discard(key)
             with contextlib.suppress(Exception):
                 await asyncio.shield(kept.end())
+            if marked is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.services.gate.end_turn(marked))
         if final is not None:
             await ctx.hooks.fire(HookPoint.AFTER_GRAPH, agent=agent, user_id=user_id, session=session, final=final)
 
@@ -234,7 +254,7 @@ class Runtime:
             for stored in opened:
                 yield MessageStored(message=stored)
             roster = self.roster(ctx.agent)
-            schemas = roster.schemas()
+            schemas = roster.schemas() if self.tools_supported() else []
             for step in range(1, self.max_steps + 1):
                 async for event in ctx.hooks.stream(HookPoint.BEFORE_STEP, ctx=ctx, step=step, force=False):
                     yield event
@@ -247,7 +267,8 @@ class Runtime:
                         yield ContextReady(step=step, context=request, **request.figures())
                         await ctx.hooks.fire(HookPoint.BEFORE_MODEL, agent=ctx.agent, session=ctx.session, request=request)
                         try:
-                            async for event in relay_reply(self.model, request, schemas, builder):
+                            cap = self.reply_cap or self.services.caps.reply_for(request.reply_reserve)
+                            async for event in relay_reply(self.calls, request, schemas, builder, max_tokens=cap):
                                 yield event
                             break
                         except ContextLengthExceeded as exc:
@@ -311,6 +332,12 @@ class Runtime:
             await asyncio.shield(writes.abandon(builder, reply_id))
             raise
 
+    def tools_supported(self) -> bool:
+        """False when the server is known not to call tools (its chat template cannot, or it
+        refused them): the run is then sent no tool schemas. Unknown counts as supported."""
+        capabilities = getattr(self.model, "capabilities", None)
+        return getattr(capabilities, "tools", None) is not False
+
     def _writes(self, session: SessionScope, fence: Fence | None) -> SessionWrites:
         return SessionWrites(messages=self.services.bundle.messages, session=session, fence=fence)
 
@@ -330,22 +357,27 @@ class Runtime:
 
     # -- a turn's first trip ------------------------------------------------------------------
 
-    async def _begin(self, session: SessionScope, text: str) -> tuple[Lease, list[Message], SessionHead]:
+    async def _begin(self, session: SessionScope, text: str) -> tuple[Lease, list[Message], SessionHead, Lease | None]:
         """Take the turn lease and make the turn's first write (``SessionWrites.open``) in one
         trip to a store thread: a turn makes no other store call before its model request but
-        the assembly's.
+        the assembly's. A chat turn also takes its gate mark there (None: no gate, or background).
         Raises LeaseBusy. A cancel that lands during the trip lets it finish in its thread; the
         turn is then closed as a stopped one (``_close_orphan``): the stored message gets its
         marked answer and the lease is given back, not left to block the conversation."""
         kv = self.services.bundle.kv
+        gate = None if self.background else self.services.gate
 
-        def begin() -> tuple[Lease, list[Message], SessionHead]:
+        def begin() -> tuple[Lease, list[Message], SessionHead, Lease | None]:
             lease = acquire_lease(kv=kv, scope=session, name=TURN_LEASE, ttl=self.lease_ttl)
+            mark = None
             try:
-                return (lease, *self._writes(session, lease.fence).open(text))
+                mark = gate.mark_turn(self.model) if gate is not None else None
+                return (lease, *self._writes(session, lease.fence).open(text), mark)
             except BaseException:
-                with contextlib.suppress(Exception):
-                    release_lease(kv=kv, lease=lease)
+                for held in (lease, mark):
+                    if held is not None:
+                        with contextlib.suppress(Exception):
+                            release_lease(kv=kv, lease=held)
                 raise
 
         trip = asyncio.ensure_future(_io(begin))
@@ -359,13 +391,15 @@ class Runtime:
         """``trip`` (``_begin``'s) finished after its turn was cancelled: close that turn."""
         if trip.cancelled() or trip.exception() is not None:
             return
-        lease = trip.result()[0]
+        lease, mark = trip.result()[0], trip.result()[3]
 
         async def close() -> None:
             try:
                 await self._writes(session, lease.fence).abandon(CompletionBuilder(), None)
             finally:
                 await _io(release_lease, kv=self.services.bundle.kv, lease=lease)
+                if mark is not None:
+                    await _io(release_lease, kv=self.services.bundle.kv, lease=mark)
 
         def closed(task: asyncio.Task) -> None:
             self._orphans.discard(task)

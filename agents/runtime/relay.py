@@ -11,6 +11,11 @@ buffered would otherwise be read to the end before the socket sends anything. Ev
 anyway; and after every event until ``EAGER_YIELDS`` have followed the call's first text,
 because that text's frame takes several passes of the loop (the send loop renders and sends it,
 then the socket is polled and written), and each would otherwise wait behind a slice of reading.
+
+The request copy sent leaves out the text of error markers: the marked reply of a turn that
+failed or was stopped before any output (``[no reply: ...]``, ``agents.runtime.outcomes``) is
+sent as a neutral placeholder in the same assistant place, so roles still alternate and the
+model never reads an error message as something it said. ``max_tokens`` is the step's cap.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import Any
 
 from agents.llm import ChatModel, CompletionBuilder, ContentDelta, ReasoningDelta
 from agents.runtime.events import ContentChunk, ReasoningChunk, RuntimeEvent
+from agents.runtime.outcomes import NO_REPLY_KINDS
+from memory.assembly.alternation import NO_REPLY
 from memory.text import StorableDeltas
 from memory.tokens import count_text
 
@@ -29,11 +36,28 @@ STREAM_YIELD_SECONDS = 0.002  # while streaming, the turn yields to the event lo
 EAGER_YIELDS = 8  # ... and after each event until this many have followed the call's first text
 
 
+def wire_messages(request: Any) -> list[dict[str, Any]]:
+    """``request.messages`` with every error marker's text replaced by ``NO_REPLY`` (a copy,
+    only when there is one). The wire list ends with the session messages, in order."""
+    messages = request.messages
+    session = getattr(request, "session_messages", ())
+    offset = len(messages) - len(session)
+    marked = [i for i, m in enumerate(session) if m.role == "assistant" and m.kind in NO_REPLY_KINDS]
+    if not marked or offset < 0:
+        return messages
+    messages = list(messages)
+    for i in marked:
+        messages[offset + i] = {**messages[offset + i], "content": NO_REPLY}
+    return messages
+
+
 async def relay_reply(
-    model: ChatModel, request: Any, schemas: list[dict[str, Any]], builder: CompletionBuilder
+    model: ChatModel, request: Any, schemas: list[dict[str, Any]], builder: CompletionBuilder,
+    *, max_tokens: int | None = None,
 ) -> AsyncIterator[RuntimeEvent]:
     """Stream ``request`` (an AssembledContext) to ``model`` with ``schemas`` as its tools."""
-    events = model.stream(messages=request.messages, tools=schemas or None)
+    options = {"max_tokens": max_tokens} if max_tokens else {}
+    events = model.stream(messages=wire_messages(request), tools=schemas or None, **options)
     completion_tokens = 0
     deltas = StorableDeltas()
     clock = asyncio.get_running_loop().time

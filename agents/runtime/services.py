@@ -3,20 +3,25 @@
 Built once from settings and the booted declaration: the store bundle of the declared backend,
 the pruned catalog, the memory hook dispatcher (with the built-in TodoReorientationHook), the
 archive retrieval (message search and automatic recall, with the configured embeddings), the
-context assembler and the configured chat model.
+context assembler, the configured chat model, the completion-token caps of each kind of model
+call (``caps``, ``MODEX_MAX_TOKENS_*``) and the model-call gate over the stores
+(``gate``, ``agents.runtime.gate``: chat first, background memory work when chat is idle).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
 from agents.llm import ChatModel, OfflineChatModel, model_from_settings
 from agents.llm.embeddings import embedder_from_settings
+from agents.llm.settings import ModelCaps, model_caps
+from agents.runtime.gate import BACKGROUND, FOREGROUND, ModelGate
 from memory.assembly.assembler import ContextAssembler, default_pipeline
 from memory.compression.pruned import PrunedCatalog
 from memory.hooks import MemoryHookDispatcher, MemoryHookPoint, TodoReorientationHook
@@ -34,10 +39,20 @@ class MemoryServices:
     model: ChatModel
     workspace: Path
     retrieval: Retrieval
+    caps: ModelCaps = field(default_factory=ModelCaps)
+    gate: ModelGate | None = None
 
     @property
     def offline(self) -> bool:
         return isinstance(self.model, OfflineChatModel)
+
+    def calls(self, model: Any | None = None, *, background: bool = False, label: str = "") -> Any:
+        """``model`` (default: the services' model) as its callers use it: through the gate
+        with chat or background priority; the model itself without a gate."""
+        model = model if model is not None else self.model
+        if self.gate is None:
+            return model
+        return self.gate.calls(model, priority=BACKGROUND if background else FOREGROUND, label=label)
 
 
 def build_services(
@@ -47,9 +62,14 @@ def build_services(
     model: ChatModel | None = None,
     hooks: MemoryHookDispatcher | None = None,
     bundle: MemoryStoreBundle | None = None,
+    caps: ModelCaps | None = None,
+    gated: bool = False,
 ) -> MemoryServices:
     """Wire a set of services over ``workspace`` (tests build their own with this); ``bundle``,
-    when given, is used instead of opening ``backend`` (e.g. the SQL adapters on PostgreSQL)."""
+    when given, is used instead of opening ``backend`` (e.g. the SQL adapters on PostgreSQL).
+    ``caps`` default to the settings'; ``gated`` puts the model-call gate over the bundle's KV
+    store (``MODEX_MODEL_CONCURRENCY``, ``MODEX_BACKGROUND_MAX_WAIT``), as the process's own
+    services have it."""
     bundle = bundle or open_bundle(backend, root=workspace / "memory")
     catalog = PrunedCatalog(workspace / "pruned")
     hooks = hooks or MemoryHookDispatcher()
@@ -66,6 +86,8 @@ def build_services(
         model=model or model_from_settings(),
         workspace=workspace,
         retrieval=retrieval,
+        caps=caps or model_caps(),
+        gate=_gate(bundle) if gated else None,
     )
     for initializer in list(_initializers):
         initializer(services)
@@ -80,8 +102,17 @@ def retrieval_from_settings(archive) -> Retrieval:
         archive=archive,
         embedder=embedder,
         local_embedding=local,
-        min_similarity=float(getattr(settings, "MODEX_RECALL_MIN_SIMILARITY", 0.5)),
+        min_similarity=float(getattr(settings, "MODEX_RECALL_MIN_SIMILARITY", 0.25)),
         max_messages=int(getattr(settings, "MODEX_RECALL_CACHE_MESSAGES", 300_000)),
+    )
+
+
+def _gate(bundle: MemoryStoreBundle) -> ModelGate:
+    return ModelGate(
+        kv=bundle.kv,
+        concurrency=int(getattr(settings, "MODEX_MODEL_CONCURRENCY", 0)),
+        background_max_wait=float(getattr(settings, "MODEX_BACKGROUND_MAX_WAIT", 300.0)),
+        after_turn=float(getattr(settings, "MODEX_BACKGROUND_AFTER_TURN", 5.0)),
     )
 
 
@@ -107,7 +138,7 @@ def get_services() -> MemoryServices:
             from agents.declarations import get_declaration
 
             backend = settings.MODEX_PERSISTENCE_BACKEND or get_declaration().persistence.backend
-            _services = build_services(backend=backend, workspace=Path(settings.MODEX_WORKSPACE))
+            _services = build_services(backend=backend, workspace=Path(settings.MODEX_WORKSPACE), gated=True)
         return _services
 
 

@@ -36,9 +36,9 @@ def model_window(model: Any) -> int | None:
 
 
 async def probe_window(model: Any) -> None:
-    """Let ``model`` read its window from the server's metadata (once; a model that cannot,
-    like the offline one, is left alone)."""
-    discover = getattr(model, "discover_context_window", None)
+    """Let ``model`` read its window and capabilities from the server's metadata (once; a model
+    that cannot, like the offline one, is left alone)."""
+    discover = getattr(model, "discover", None) or getattr(model, "discover_context_window", None)
     if discover is not None:
         await discover()
 

@@ -3,7 +3,7 @@
 Cleanup moves messages out of the session into the pruned catalog; without this section the
 model would not know they ever existed (a silent hole). Main agents and subagents alike get
 it whenever the catalog is non-empty. Newest entries come first, each with its number (the
-seq ``pruned_lookup`` takes), role, time, tools called and a short excerpt, within
+seq ``pruned_lookup`` takes), role, date (``8 May 2023 14:05``, UTC), tools called and a short excerpt, within
 ``config.pruned_budget_tokens``; the section ends by saying how many older entries are not
 listed. Entries whose seq is still live in the session are skipped: they are in the context
 already (a cleanup that wrote the catalog but did not commit leaves such entries behind).
@@ -11,11 +11,11 @@ already (a cleanup that wrote the catalog but did not commit leaves such entries
 
 from __future__ import annotations
 
-from datetime import UTC
-
 from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.xml import element, excerpt, wrap
+from memory.compression.dates import stamp
 from memory.compression.pruned import PrunedCatalog, PrunedEntry
+from memory.text import storable
 from memory.tokens import count_text
 
 TAG = "pruned_messages"
@@ -107,12 +107,14 @@ class PrunedProvider(MemoryProvider):
         text = message.content or ""
         if not text.strip() and message.tool_calls:
             text = "; ".join(f"called {call.name}({call.arguments_json})" for call in message.tool_calls)
-        created = entry.created_at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        # Messages stored before text was made storable may hold lone surrogates; the section
+        # goes to the model over HTTP, which cannot carry them.
+        text = storable(text)
         attrs = {
             "seq": entry.seq,
             "role": entry.role,
-            "time": created,
-            "tools": ",".join(entry.tool_names) or None,
+            "date": stamp(entry.created_at),
+            "tools": storable(",".join(entry.tool_names)) or None,
             "kind": message.kind if message.is_compact_summary else None,
         }
         return element("message", excerpt(text, max_chars=self._excerpt_chars), attrs=attrs)
@@ -121,7 +123,7 @@ class PrunedProvider(MemoryProvider):
     def _render(entries: list[str], *, total: int, omitted: int, newest_omitted: int | None) -> str:
         note = (
             f"{total} earlier message(s) of this conversation were removed from the context by cleanup. "
-            "The newest are listed first, by number, with a short excerpt. "
+            "The newest are listed first, by number, with their date (UTC) and a short excerpt. "
             f"Call {LOOKUP_TOOL} with a number to read that message in full."
         )
         children = [element("note", note), *entries]

@@ -3,8 +3,10 @@
 Modules, in the order cleanup uses them:
 
 * ``boundary``: ``choose_boundary`` picks the tool-chain-safe cut (``PruneBoundary``).
-* ``summary`` (with ``summary_input`` and ``fallback``): the ``Summarizer`` protocol and
-  ``compose_summary``, which never fails because of the model.
+* ``summary`` (with ``summary_input``, ``answers``, ``sections``, ``fallback``, ``statements``
+  and ``dates``): the ``Summarizer`` protocol and ``compose_summary``, which never fails because
+  of the model, takes what a small model writes and fills the rest, keeps every user statement
+  of fact or preference with its date, and cuts to its budget by whole items only.
 * ``pruned`` (with ``pruned_format``): ``PrunedCatalog``, the grep-able immutable record of
   every evicted message.
 * ``cleanup`` (with ``steps``): ``run_cleanup`` / ``arun_cleanup``, the crash-safe pipeline.

@@ -18,6 +18,14 @@ In order (the steps live in ``memory.compression.steps``, one function each):
    changes the version but not the evicted range, so the commit is retried (bounded).
 10. ``clear_intent``, then dispatch CLEANUP_FINISHED.
 
+Every durable write under the lease carries its fence (``Lease.fence``: holder and generation)
+and is refused (FencedOut) once another holder has taken the lease over: the intent's save,
+clear and discard (KV put/delete with ``fence=``), the catalog (``write_catalog``: the lease is
+checked and held still in the step that creates the file), the commit (``prune(fence=...)``).
+A cleanup that stalled past its lease (a slow summarizer, a paused process) and wakes after a
+takeover therefore changes nothing; the new holder resumes its intent. docs/faults.md lists
+each write and its fence.
+
 Why this is safe: every step before the commit only adds data, and the commit is one atomic
 store operation, so a crash anywhere leaves the old session or the new one. The intent makes
 the next cleanup finish the *same* cut with the *same* summary, even if messages were appended
@@ -150,14 +158,25 @@ async def _complete(
     pruned, attempts = await _step(
         "the commit", run, steps.commit(run=run, intent=intent, expected_version=head.version), outcome=_SETTLED_LATER
     )
-    await _step("clearing the intent", run, steps.clear_intent(run=run, intent=intent), outcome=_COMPACTED)
+    intent_left = False
+    try:
+        await _step("clearing the intent", run, steps.clear_intent(run=run, intent=intent), outcome=_COMPACTED)
+    except (LeaseLost, FencedOut) as exc:
+        # The cut is committed; the lease passed to another cleanup after the commit, and only
+        # it may touch the intent now (it finds the cut committed and clears the intent).
+        steps.logger.warning("cleanup of %s: committed, but the intent is left to the next holder (%s)",
+                             run.session.key(), exc)
+        intent_left = True
     after = pruned.head
     window = run.config.context_window
     oversized = tuple(m.seq for m in history if m.seq is not None and message_tokens(m) > window)
+    reason = _commit_reason(run, intent, evicted=len(history), before=head, after=after, oversized=oversized)
+    if intent_left:
+        reason += "; the lease was taken over after the commit, so the next cleanup clears the intent"
     result = CleanupResult(
         status=CleanupStatus.COMMITTED,
         session=run.session,
-        reason=_commit_reason(run, intent, evicted=len(history), before=head, after=after, oversized=oversized),
+        reason=reason,
         threshold=run.config.threshold,
         tokens_before=head.tokens,
         tokens_after=after.tokens,
@@ -230,6 +249,8 @@ async def _pass(*, run: CleanupRun, force: bool) -> CleanupResult:
         error=outcome.error,
         calls=outcome.calls,
         cleanup_at=cleanup_at,
+        holder=run.lease.holder,
+        generation=run.lease.generation,
     )
     await _step("saving the intent", run, steps.save_intent(run=run, intent=intent))
     return await _complete(run=run, intent=intent, head=head, live=live, resumed=False)

@@ -2,7 +2,8 @@
 
 Layout: ``<root>/<session_id>/NNNNNN-seqFFFFFFFFF-LLLLLLLLL.md``, one file per cleanup (NNNNNN
 numbers the files in write order; F and L are the first and last seq in it). A file is written
-once, atomically (temp file, fsync, ``os.replace``, directory fsync), and never rewritten.
+once, atomically (temp file, fsync, a hard link to its final name, which never replaces an
+existing file, directory fsync), and never rewritten.
 
 A file is a three-line header, a blank line, then one block per message::
 
@@ -36,11 +37,16 @@ Commit rule: cleanup writes the catalog before it commits the prune, so after a 
 the two the catalog may hold blocks for messages still live in the session. Those are not yet
 committed: readers pass ``before_seq=first_uncommitted_seq(live)`` to ``entries`` to leave
 them out, and the next write skips them (writes are idempotent per message id), so each
-message is counted exactly once.
+message is counted exactly once. Reading what is catalogued and creating the new file are one
+step under the session directory's lock, and a cleanup makes that step under its lease's fence
+(``write(guard=...)``): a cleanup that stalled past its lease while another took over finds
+the fence refusing, and two writers can never both write a message.
 """
 from __future__ import annotations
 
 import bisect
+import contextlib
+import errno
 import os
 import re
 import secrets
@@ -48,7 +54,8 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -63,6 +70,7 @@ from memory.compression.pruned_format import (
     render_file,
 )
 from memory.messages import Message, utcnow
+from memory.stores import fsio
 from memory.stores.fsio import DIR_MODE as CATALOG_DIR_MODE
 from memory.stores.fsio import FILE_MODE as CATALOG_FILE_MODE
 from memory.scopes import SessionScope
@@ -70,6 +78,9 @@ from memory.scopes import SessionScope
 _NAME_RE = re.compile(r"^(\d{6,})-seq(\d{9,})-(\d{9,})\.md$")
 _TEMP_MAX_AGE = 600.0  # seconds: older temp files are leftovers of a crashed write
 _MERGED_SESSIONS = 64  # sessions whose merged entry list is kept
+_CREATE_ATTEMPTS = 3
+# os.link fails with these where the file system has no hard links (some FUSE and SMB mounts).
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV})
 
 
 def first_uncommitted_seq(live: Sequence[Message]) -> int | None:
@@ -98,8 +109,9 @@ class PrunedCatalog:
     Thread-safe. Parsed files are cached by (path, mtime, size), so repeated reads cost a
     ``stat`` per file; the cache is a bounded LRU (``max_cached_entries`` messages in all), so
     a long-running process reading many sessions does not grow without bound. Writes to one
-    session must not run concurrently (cleanup holds the session's lease); reads may run at
-    any time and see whole files only.
+    session are serialised by a lock on its directory (threads and processes of one host; across
+    hosts, the cleanup lease's fence passed as ``guard`` orders them); reads may run at any time
+    and see whole files only.
     """
 
     def __init__(self, root: Path, *, max_cached_entries: int = 200_000) -> None:
@@ -217,12 +229,22 @@ class PrunedCatalog:
     # -- writing ----------------------------------------------------------------------------
 
     def write(
-        self, session: SessionScope, messages: Sequence[Message], *, cleanup_at: datetime | None = None
+        self,
+        session: SessionScope,
+        messages: Sequence[Message],
+        *,
+        cleanup_at: datetime | None = None,
+        guard: Callable[[], AbstractContextManager[object]] | None = None,
     ) -> Path | None:
         """Write the messages not yet catalogued as one new file; return it (None: nothing new).
 
         Idempotent per message: a message whose seq is already catalogued with the same id is
-        skipped, so a retried cleanup never duplicates a block. Compact summaries are never
+        skipped, so a retried cleanup never duplicates a block. What is catalogued is read and
+        the new file created in one step under the session directory's lock, the file by an
+        atomic create (a name that exists is never replaced), so two writers of the same
+        messages, even at once, write them once. ``guard`` (the cleanup's lease fence) is
+        entered inside that step, around the check and the create: a writer whose lease has
+        passed to another holder writes nothing (the guard raises). Compact summaries are never
         catalogued (their seq is the last evicted message's, and they live on in the next
         summary). Raises CatalogConflict if a seq is catalogued under another id, and
         CatalogUnavailable when the directory cannot be written; on any error no file appears.
@@ -230,31 +252,32 @@ class PrunedCatalog:
         todo = sorted((m for m in messages if not m.is_compact_summary), key=lambda m: _seq_of(m))
         if len({m.seq for m in todo}) != len(todo):
             raise ValueError("write() got two messages with the same seq")
-        infos = self._index(session)
-        fresh = self._not_catalogued(todo, infos)
-        if not fresh:
+        if not todo:
             return None
         directory = self.directory(session)
-        number = max((info.number for info in infos), default=0) + 1
         cleanup_at = cleanup_at or utcnow()
-        try:
+        with _catalog_errors(directory):
             # Private to the service's user, like the file store: a catalog holds whole messages.
             directory.parent.mkdir(mode=CATALOG_DIR_MODE, parents=True, exist_ok=True)
             directory.mkdir(mode=CATALOG_DIR_MODE, exist_ok=True)
-            self._sweep_temps(directory)
-            while True:
-                name = f"{number:06d}-seq{fresh[0].seq:09d}-{fresh[-1].seq:09d}.md"
-                if not (directory / name).exists():
-                    break
-                number += 1
-            data = render_file(session=session, number=number, messages=fresh, cleanup_at=cleanup_at)
-            return _write_atomically(directory, name, data.encode("utf-8"))
-        except FileExistsError as exc:
-            raise CatalogUnavailable(f"cannot create the pruned catalog at {directory}: a file is in the way") from exc
-        except NotADirectoryError as exc:
-            raise CatalogUnavailable(f"cannot create the pruned catalog at {directory}: a file is in the way") from exc
-        except OSError as exc:
-            raise CatalogUnavailable(f"cannot write the pruned catalog at {directory}: {exc.strerror or exc}") from exc
+        # What the guard raises (FencedOut, the lease store's own errors) passes through as it is.
+        with _locked(directory), (guard() if guard is not None else contextlib.nullcontext()):
+            with _catalog_errors(directory):
+                for _ in range(_CREATE_ATTEMPTS):
+                    infos = self._index(session)
+                    fresh = self._not_catalogued(todo, infos)
+                    if not fresh:
+                        return None
+                    self._sweep_temps(directory)
+                    number = max((info.number for info in infos), default=0) + 1
+                    name = f"{number:06d}-seq{fresh[0].seq:09d}-{fresh[-1].seq:09d}.md"
+                    data = render_file(session=session, number=number, messages=fresh, cleanup_at=cleanup_at)
+                    created = _create_atomically(directory, name, data.encode("utf-8"))
+                    if created is not None:
+                        return created
+                    # Another writer created that name meanwhile (one that does not share this
+                    # host's lock, e.g. on shared storage): read what it wrote and go again.
+                raise CatalogUnavailable(f"cannot write the pruned catalog at {directory}: it kept changing")
 
     def _not_catalogued(self, todo: list[Message], infos: list[_FileInfo]) -> list[Message]:
         # Only files whose seq range covers a candidate are parsed: a write costs what it
@@ -310,13 +333,44 @@ class PrunedCatalog:
             self._merged.pop(directory, None)
 
 
+@contextlib.contextmanager
+def _catalog_errors(directory: Path) -> Iterator[None]:
+    """OS errors of the catalog's own files as CatalogUnavailable, naming the directory."""
+    try:
+        yield
+    except (FileExistsError, NotADirectoryError) as exc:
+        raise CatalogUnavailable(f"cannot create the pruned catalog at {directory}: a file is in the way") from exc
+    except OSError as exc:
+        raise CatalogUnavailable(f"cannot write the pruned catalog at {directory}: {exc.strerror or exc}") from exc
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """The session directory's lock (memory.stores.fsio.scope_lock); failing to take it is a
+    CatalogUnavailable, what happens while it is held is the caller's."""
+    lock = fsio.scope_lock(directory)
+    with _catalog_errors(directory):
+        lock.__enter__()
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
+
+
 def _seq_of(message: Message) -> int:
     if message.seq is None:
         raise ValueError("only stored messages (with a seq) can be catalogued")
     return message.seq
 
 
-def _write_atomically(directory: Path, name: str, data: bytes) -> Path:
+def _create_atomically(directory: Path, name: str, data: bytes) -> Path | None:
+    """Create ``directory/name`` holding ``data``, whole or not at all; None if the name exists.
+
+    The bytes go to a temporary file first (fsynced), which is then hard-linked to the final
+    name: a link never replaces an existing file, so the name is created once. On a file
+    system without hard links the temporary file is renamed instead, after checking the name
+    is free (the session directory's lock keeps that check and the rename together).
+    """
     temp = directory / f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     final = directory / name
     try:
@@ -328,13 +382,21 @@ def _write_atomically(directory: Path, name: str, data: bytes) -> Path:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temp, final)
-    except BaseException:
+        try:
+            os.link(temp, final)
+        except FileExistsError:
+            return None
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            if final.exists():
+                return None
+            os.replace(temp, final)
+    finally:
         try:
             os.unlink(temp)
         except OSError:
             pass
-        raise
     _fsync_directory(directory)
     return final
 

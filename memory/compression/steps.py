@@ -12,6 +12,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,17 +25,16 @@ from memory.compression.summary import SummaryOptions, SummaryOutcome, Summarize
 from memory.config import MemoryConfig
 from memory.hooks import CleanupFinished, MemoryHookDispatcher, MemoryHookPoint
 from memory.locks import Lease, renew_lease
-from memory.messages import KIND_COMPACT_SUMMARY, Message, storable_message, utcnow
+from memory.messages import KIND_COMPACT_SUMMARY, Message, utcnow
 from memory.scopes import Scope, SessionScope
 from memory.stores.base import (
     MUST_NOT_EXIST,
-    ArchiveDocument,
     ConcurrentChange,
+    Fence,
     InvalidPrune,
     MemoryStoreBundle,
     PruneResult,
 )
-from memory.text import storable
 from memory.threads import run_blocking
 from memory.tokens import with_tokens
 
@@ -64,6 +64,8 @@ class CleanupIntent:
 
     Stored as JSON at ``INTENT_KEY`` in the session scope and removed after the commit; while
     it exists, the next cleanup finishes exactly this cut instead of planning a new one.
+    ``holder`` and ``generation`` name the lease it was saved under (for the record: every
+    write of the intent, saving, clearing or discarding it, carries the writer's own fence).
     """
 
     through_seq: int
@@ -75,10 +77,14 @@ class CleanupIntent:
     error: str | None
     calls: int
     cleanup_at: datetime
+    holder: str = ""
+    generation: int = 0
 
     def encode(self) -> str:
         data = {
-            "v": 1,
+            "v": 2,
+            "holder": self.holder,
+            "generation": self.generation,
             "through_seq": self.through_seq,
             "through_id": self.through_id,
             "summary_id": self.summary_id,
@@ -104,6 +110,8 @@ class CleanupIntent:
             error=data.get("error"),
             calls=int(data.get("calls", 0)),
             cleanup_at=datetime.fromisoformat(data["cleanup_at"]),
+            holder=str(data.get("holder", "")),  # v1 intents did not say
+            generation=int(data.get("generation", 0)),
         )
 
 
@@ -157,7 +165,8 @@ async def summarize(*, run: CleanupRun, boundary: PruneBoundary, cleanup_at: dat
 
 
 async def save_intent(*, run: CleanupRun, intent: CleanupIntent) -> None:
-    """Record the cut (only if no intent exists: a stale one was removed by ``load_intent``)."""
+    """Record the cut (only if no intent exists: a stale one was removed by ``load_intent``),
+    under the lease's fence."""
     await io(
         run.bundle.kv.put, run.session, INTENT_KEY, intent.encode(), expected_version=MUST_NOT_EXIST,
         fence=run.lease.fence,
@@ -165,8 +174,23 @@ async def save_intent(*, run: CleanupRun, intent: CleanupIntent) -> None:
 
 
 async def write_catalog(*, run: CleanupRun, history: Sequence[Message], cleanup_at: datetime) -> Path | None:
-    """The evicted messages into the pruned catalog (idempotent per message)."""
-    return await io(run.catalog.write, run.session, history, cleanup_at=cleanup_at)
+    """The evicted messages into the pruned catalog: idempotent per message, and fenced (the
+    lease is checked, and held still, in the step that reads the catalog and creates the file)."""
+    fence = run.lease.fence
+    what = f"writing the pruned catalog of {run.session.key()}"
+    return await io(
+        run.catalog.write, run.session, history, cleanup_at=cleanup_at, guard=lambda: fenced(run.bundle.kv, fence, what)
+    )
+
+
+def fenced(kv: Any, fence: Fence, what: str) -> AbstractContextManager[object]:
+    """``kv.fenced(fence, what)``: the KV store holding the lease keeps it still for a write made
+    outside the stores (FileKVStore: under the lease directory's lock; SqlKVStore: in a
+    transaction holding the lease row locked), raising FencedOut if the lease has moved on."""
+    method = getattr(kv, "fenced", None)
+    if method is None:
+        raise TypeError(f"{type(kv).__name__} cannot fence a write made outside it (it has no fenced())")
+    return method(fence, what)
 
 
 async def write_archive(*, run: CleanupRun, intent: CleanupIntent, history: Sequence[Message]) -> str | None:
@@ -246,14 +270,16 @@ async def keep_lease(run: CleanupRun) -> None:
 
 
 async def clear_intent(*, run: CleanupRun, intent: CleanupIntent) -> None:
-    """Remove the committed cut's intent (only that one: compare-and-set on what was read)."""
+    """Remove the committed cut's intent: only that one, and only under the lease's fence.
+
+    The intent's KV version cannot tell ours from a successor's (a key's version starts again at
+    1 after a delete); the fence can: the delete is refused (FencedOut) once the lease has moved
+    on, and while it has not, no one else writes the intent, so what was read is what is deleted.
+    """
     item = await io(run.bundle.kv.get, run.session, INTENT_KEY)
     if item is None or _summary_id_of(item.value) != intent.summary_id:
         return
-    try:
-        await io(run.bundle.kv.delete, run.session, INTENT_KEY, expected_version=item.version)
-    except ConcurrentChange:
-        pass  # replaced meanwhile: not ours to clear
+    await io(run.bundle.kv.delete, run.session, INTENT_KEY, expected_version=item.version, fence=run.lease.fence)
 
 
 def _summary_id_of(value: str) -> str | None:
@@ -286,18 +312,13 @@ async def load_intent(*, run: CleanupRun, live: Sequence[Message]) -> CleanupInt
         return intent
     if committed:
         logger.info("cleanup of %s: the interrupted cleanup had committed; clearing its intent", run.session.key())
-    try:
-        await io(run.bundle.kv.delete, run.session, INTENT_KEY, expected_version=item.version)
-    except ConcurrentChange:
-        pass
+    await io(run.bundle.kv.delete, run.session, INTENT_KEY, expected_version=item.version, fence=run.lease.fence)
     return None
 
 
 def discard_intent(run: CleanupRun) -> None:
-    """Drop the intent of a cut that can no longer be committed (sync: called through ``io``)."""
+    """Drop the intent of a cut that can no longer be committed, under the lease's fence (sync:
+    called through ``io``). The holder owns whatever intent there is: it loaded it or saved it."""
     item = run.bundle.kv.get(run.session, INTENT_KEY)
     if item is not None:
-        try:
-            run.bundle.kv.delete(run.session, INTENT_KEY, expected_version=item.version)
-        except ConcurrentChange:
-            pass
+        run.bundle.kv.delete(run.session, INTENT_KEY, expected_version=item.version, fence=run.lease.fence)

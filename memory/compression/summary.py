@@ -5,19 +5,33 @@ list of chat messages (``{"role", "content"}`` dicts: one system instruction, on
 and returning the answer text. agents/ adapts any ChatModel to it; tests pass a function.
 
 ``compose_summary`` never raises because of the summarizer. A call that raises (429, 500, a
-network error), times out, or answers with nothing usable (empty, whitespace, an error text,
-anything without the required section headings) is retried a bounded number of times with a
-small backoff; if it still fails, a deterministic fallback summary is built from the messages
-themselves, marked as such, and still carrying the previous summary. So a failing model never
-wipes a session and never causes a retry storm: at most ``(chunks + merges) x attempts`` calls,
-and the first exhausted call stops the model path.
+network error) or times out is retried a bounded number of times with a small backoff; if it
+still fails, a deterministic fallback summary is built from the messages themselves
+(``memory.compression.fallback``), marked as such, and still carrying the previous summary.
+An answer with nothing usable in it (empty, an error text or a refusal, the prompt said back)
+is not asked again as it was: see below. So a failing model never wipes a session and never
+causes a retry storm: at most ``(chunks + merges) x attempts`` calls, plus one per section, and
+the first exhausted call stops the model path.
+
+Small models write some sections, not all (``memory.compression.answers`` reads whatever form
+they use, JSON included). A partial answer is used: each missing section is asked for alone,
+once, as a follow-up (``section_prompt``), and what is still missing is built from the messages
+(``fallback.filled_section``). An answer with no section at all, or a useless one (the smallest
+models chat on, continue the transcript, or say the prompt back), is not retried: each section
+is asked as one short question on the same material (``single_section_prompt``), and only if
+none of those is usable does the fallback run. Errors and timeouts are retried, and then fall
+back at once. Whatever the model wrote, every user statement of fact or preference it did not
+already say is added to "Facts learned", dated, with its seq, and so are the previous summary's
+facts it dropped: a fact stays in the summary until the budget pushes it out (to the pruned
+catalog and the archive, where it always is). The header dates what was summarized ("Earlier
+history from 8 May 2023 to 12 May 2023, seq 1–40").
 
 An answer longer than the budget is never cut from its end (that silently lost the last
 sections: reasoning trail, open tasks, tool results). The final call is re-asked once with the
 budget stated; if the second answer is still too long (or the re-ask fails), the shorter answer
 is fitted section by section (``memory.compression.sections``: each section gets its share, none
-is dropped) under a line saying so. Partial summaries of a chunked history are fitted the same
-way, without a re-ask.
+is dropped, no item is cut in half) under a line saying so. Partial summaries of a chunked
+history are fitted the same way, without a re-ask.
 
 The summarizer's input holds every evicted message's content and ``reasoning_content`` in full
 (``memory.compression.summary_input``), except a single field larger than the summarizer's own
@@ -31,7 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +52,10 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from memory import tokens as tok
-from memory.config import MemoryConfig
-from memory.compression.fallback import FALLBACK_HEADING, fallback_body
+from memory.config import SUMMARY_HEADER_TOKENS, MemoryConfig
+from memory.compression.answers import parse_sections, render_sections, strip_fence, usable_body
+from memory.compression.dates import day, span
+from memory.compression.fallback import FALLBACK_HEADING, Material, facts_lines, fallback_body, filled_section
 from memory.compression.sections import fit_sections
 from memory.compression.summary_input import (
     SECTIONS,
@@ -48,6 +63,8 @@ from memory.compression.summary_input import (
     ChatPrompt,
     merge_prompt,
     plan_chunks,
+    section_prompt,
+    single_section_prompt,
     serialize_message,
     shorten_prompt,
     summary_prompt,
@@ -71,10 +88,11 @@ class Summarizer(Protocol):
 class SummarizerFailed(Exception):
     """A summarizer call failed on every attempt; ``reason`` says how, for the fallback heading."""
 
-    def __init__(self, reason: str, *, calls: int) -> None:
+    def __init__(self, reason: str, *, calls: int, answered: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.calls = calls
+        self.answered = answered  # the model answered, uselessly (not an error or a timeout)
 
 
 class InvalidAnswer(ValueError):
@@ -91,6 +109,7 @@ class SummaryOptions:
     max_retries: int = 2  # extra attempts per call after the first
     backoff: float = 0.5  # seconds before the first retry, doubled for each further one
     max_chunks: int = 8  # older history beyond this many chunks is given as one-line digests
+    ask_missing_sections: bool = True  # ask for each section a partial answer lacks, once, alone
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +122,7 @@ class SummaryOutcome:
     calls: int  # summarizer calls made, retries included
     prompts: tuple[ChatPrompt, ...] = field(default=(), repr=False)  # every prompt sent, in order
     shortened: str | None = None  # None (fit at once), REASKED or CUT_BY_SECTION
+    model_sections: tuple[str, ...] = ()  # the sections the model wrote (the others were built)
 
 
 REASKED = "re-asked"  # the first answer was over the budget; the re-asked one fit
@@ -124,31 +144,33 @@ def summary_budget(config: MemoryConfig) -> int:
 
 # -- calling the summarizer -------------------------------------------------------------------
 
-_HEADING_RES = {
-    name: re.compile(rf"(?im)^[ \t]{{0,3}}#{{1,6}}[ \t]*\**[ \t]*{re.escape(name)}\b") for name in SECTIONS
-}
-_FENCE_RE = re.compile(r"\A```[\w-]*\n(?P<body>.*)\n```\Z", re.S)
-
-
-def clean_answer(raw: Any) -> str:
-    """The usable summary body in ``raw``, or raise InvalidAnswer saying why not."""
+def clean_reply(raw: Any) -> str:
+    """The text of an answer that can be used at all: not empty, not an error text or a refusal,
+    not the prompt said back (it may still lack every section). Raises InvalidAnswer."""
     if not isinstance(raw, str):
         raw = getattr(raw, "content", raw)
     if not isinstance(raw, str):
         raise InvalidAnswer(f"the summarizer returned {type(raw).__name__}, not text")
-    text = raw.replace("\x00", "").strip()
-    fenced = _FENCE_RE.match(text)
-    if fenced:
-        text = fenced.group("body").strip()
+    text = strip_fence(raw.replace("\x00", ""))
     if text.startswith(SUMMARY_PREFIX):
         text = text[len(SUMMARY_PREFIX) :].strip()
     if not text:
         raise InvalidAnswer("the summarizer returned an empty answer")
-    missing = [name for name, pattern in _HEADING_RES.items() if not pattern.search(text)]
-    if missing:
-        shown = " ".join(text.split())[:80]
-        raise InvalidAnswer(f"the answer lacks the section(s) {', '.join(missing)} (it began: {shown!r})")
+    if not usable_body(text):
+        raise InvalidAnswer(f"the answer is not a summary (it began: {_shown(text)!r})")
     return text
+
+
+def clean_answer(raw: Any) -> str:
+    """The usable summary text in ``raw`` (at least one section found), or raise InvalidAnswer."""
+    text = clean_reply(raw)
+    if not parse_sections(text):
+        raise InvalidAnswer(f"the answer has none of the sections {', '.join(SECTIONS)} (it began: {_shown(text)!r})")
+    return text
+
+
+def _shown(text: str) -> str:
+    return " ".join(text.split())[:80]
 
 
 def _is_async(fn: Any) -> bool:
@@ -202,21 +224,47 @@ class _Caller:
         self.prompts: list[ChatPrompt] = []
 
     async def __call__(self, prompt: ChatPrompt) -> str:
+        """A summary answer (``clean_answer``), with the bounded retries."""
+        return await self._attempts(prompt, self.options.max_retries + 1, clean_answer)
+
+    async def reply(self, prompt: ChatPrompt) -> str:
+        """Any usable answer (``clean_reply``: sections or not). Errors and timeouts are retried;
+        a useless answer is not (asking a small model the same again gets the same): it raises
+        SummarizerFailed with ``answered`` at once."""
+        return await self._attempts(prompt, self.options.max_retries + 1, clean_reply, retry_useless=False)
+
+    async def once(self, prompt: ChatPrompt) -> str:
+        """One attempt, no retry, any text accepted (a follow-up for one section)."""
+        return await self._attempts(prompt, 1, _text, retry_useless=False)
+
+    async def _attempts(
+        self, prompt: ChatPrompt, attempts: int, clean: Callable[[Any], str], *, retry_useless: bool = True
+    ) -> str:
         reason = "no attempt made"
-        for attempt in range(self.options.max_retries + 1):
+        for attempt in range(attempts):
             if attempt:
                 await self.sleep(self.options.backoff * (2 ** (attempt - 1)))
             self.calls += 1
             self.prompts.append(prompt)
             try:
-                return clean_answer(await _invoke(self.summarizer, prompt, self.options.timeout))
+                return clean(await _invoke(self.summarizer, prompt, self.options.timeout))
             except (TimeoutError, asyncio.TimeoutError):
                 reason = f"timed out after {self.options.timeout:g}s"
             except InvalidAnswer as exc:
                 reason = str(exc)
+                if not retry_useless:
+                    raise SummarizerFailed(reason, calls=self.calls, answered=True) from None
             except Exception as exc:  # any provider error: 429, 500, connection reset, ...
                 reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-        raise SummarizerFailed(f"{reason} ({self.options.max_retries + 1} attempts)", calls=self.calls)
+        raise SummarizerFailed(f"{reason} ({attempts} attempt{'s' if attempts > 1 else ''})", calls=self.calls)
+
+
+def _text(raw: Any) -> str:
+    if not isinstance(raw, str):
+        raw = getattr(raw, "content", raw)
+    if not isinstance(raw, str):
+        raise InvalidAnswer(f"the summarizer returned {type(raw).__name__}, not text")
+    return raw.replace("\x00", "").strip()
 
 
 # -- composing --------------------------------------------------------------------------------
@@ -226,7 +274,7 @@ def previous_summary_text(summaries: Sequence[Message]) -> str | None:
     """The bodies of evicted compact summaries, oldest first, without the marker."""
     texts = []
     for message in summaries:
-        text = (message.content or "").strip()
+        text = storable(message.content or "").strip()  # summaries stored before text was made storable
         if text.startswith(SUMMARY_PREFIX):
             text = text[len(SUMMARY_PREFIX) :].strip()
         if text:
@@ -236,11 +284,12 @@ def previous_summary_text(summaries: Sequence[Message]) -> str | None:
 
 def _header(history: Sequence[Message], cleanup_at: datetime) -> str:
     if history:
-        span = f"seq {history[0].seq}–{history[-1].seq} ({len(history)} messages)"
+        when = span(history)
+        what = f"Earlier history {when}, seq {history[0].seq}–{history[-1].seq} ({len(history)} messages)"
     else:
-        span = "no new messages"
+        what = "Earlier history, no new messages"
     return (
-        f"{SUMMARY_PREFIX} Earlier history, {span}, compacted at {cleanup_at.isoformat(timespec='seconds')}. "
+        f"{SUMMARY_PREFIX} {what}, compacted on {day(cleanup_at)}. "
         "The full messages are in the pruned catalog (pruned_lookup by seq)."
     )
 
@@ -261,8 +310,9 @@ async def compose_summary(
     summarizer (see the module docstring); ``sleep`` is injectable so tests do not wait.
     """
     previous_text = previous_summary_text(previous)
-    if previous_text:
-        previous_text = fit_sections(previous_text, options.max_tokens)
+    if previous_text:  # a summary is its body within the budget and its one-line header
+        previous_text = fit_sections(previous_text, options.max_tokens + SUMMARY_HEADER_TOKENS)
+    material = Material.of(history, previous_text)
     window = options.window_tokens or getattr(summarizer, "context_window", None) or 16384
     overhead = 400 + options.max_tokens + (tok.count_text(previous_text) if previous_text else 0)
     chunk_tokens = max(256, int((window - overhead) * 0.85))
@@ -270,12 +320,17 @@ async def compose_summary(
     caller = _Caller(summarizer, options, sleep)
     header = _header(history, cleanup_at)
     budget = options.max_tokens
+    useless: str | None = None  # why the first answer could not be used at all
     try:
         if len(chunks) <= 1:
             only = chunks[0] if chunks else ""
-            body, shortened = await _within_budget(
-                caller, summary_prompt(only, previous=previous_text, part=(1, 1), max_tokens=budget), budget
-            )
+            prompt = summary_prompt(only, previous=previous_text, part=(1, 1), max_tokens=budget)
+            try:
+                answer, shortened = await _within_budget(caller, prompt, budget)
+            except SummarizerFailed as exc:
+                if not exc.answered:
+                    raise  # the endpoint is failing: no questions, the fallback
+                answer, shortened, useless = "", None, exc.reason  # ask section by section
         else:
             parts = [
                 fit_sections(
@@ -284,7 +339,12 @@ async def compose_summary(
                 )
                 for i, chunk in enumerate(chunks, 1)
             ]
-            body, shortened = await _merge(caller, parts, previous=previous_text, options=options, window=window)
+            answer, shortened, prompt = await _merge(
+                caller, parts, previous=previous_text, options=options, window=window
+            )
+        sections, from_model = await _completed(
+            caller, prompt, answer, material=material, options=options, useless=useless
+        )
     except SummarizerFailed as exc:
         body = fallback_body(history=history, previous_text=previous_text, reason=exc.reason, max_tokens=budget)
         return SummaryOutcome(
@@ -294,6 +354,11 @@ async def compose_summary(
             calls=caller.calls,
             prompts=tuple(caller.prompts),
         )
+    # A whole answer that needed nothing added is kept exactly as the model wrote it.
+    whole = sections == parse_sections(answer) and len(sections) == len(SECTIONS)
+    body = answer if whole else render_sections(sections)
+    if tok.count_text(body) > budget:
+        body, shortened = fit_sections(body, budget, note=shortened_note(budget)), CUT_BY_SECTION
     return SummaryOutcome(
         content=storable(f"{header}\n\n{body}"),
         fallback=False,
@@ -301,15 +366,98 @@ async def compose_summary(
         calls=caller.calls,
         prompts=tuple(caller.prompts),
         shortened=shortened,
+        model_sections=from_model,
     )
 
 
+async def _completed(
+    caller: _Caller,
+    prompt: ChatPrompt,
+    answer: str,
+    *,
+    material: Material,
+    options: SummaryOptions,
+    useless: str | None = None,
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """Every section, and the names of those the model wrote.
+
+    The model's sections first. A partial answer: each missing section asked for alone as a
+    follow-up (once, stopping at the first failed call). An answer without any section (the
+    template was not followed): each section asked as one short question on the same material,
+    stopping at the first failed call or at two useless replies in a row; if none comes,
+    SummarizerFailed (the fallback). Then the rest built from the messages, and the facts the model left out."""
+    sections = parse_sections(answer)
+    if not sections:
+        sections = await _section_by_section(caller, prompt, options=options)
+        if not sections:
+            said = useless or f"the answer has none of the sections (it began: {_shown(answer)!r})"
+            raise SummarizerFailed(f"{said}, and no section asked for alone was usable", calls=caller.calls)
+    elif options.ask_missing_sections:
+        for name in [name for name in SECTIONS if name not in sections]:
+            try:
+                reply = await caller.once(section_prompt(prompt, answer, name, max_tokens=options.max_tokens))
+            except SummarizerFailed:
+                break  # the model is failing now: do not ask it again and again
+            body = _section_body(reply, name)
+            if body is not None:
+                sections[name] = body
+    from_model = tuple(name for name in SECTIONS if name in sections)
+    for name in SECTIONS:
+        if name not in sections:
+            sections[name] = filled_section(name, material)
+        elif name == "Facts learned":
+            # Only the model's facts count as saying a fact: one mentioned elsewhere (in the goal,
+            # say) is still listed here, with its date.
+            written = sections[name]
+            extra = facts_lines(material, beside=written, carry=False)
+            if extra:
+                kept = "" if written.strip().lower() in ("- none", "none", "- (none)") else written
+                sections[name] = "\n".join(part for part in (kept, *extra) if part)
+    return sections, from_model
+
+
+#: Useless replies in a row (an error text, a refusal, the transcript said back) that end the
+#: questions: one may be a small model's bad draw, two mean it is not helping.
+USELESS_IN_A_ROW = 2
+
+
+async def _section_by_section(caller: _Caller, prompt: ChatPrompt, *, options: SummaryOptions) -> dict[str, str]:
+    sections: dict[str, str] = {}
+    useless = 0
+    for name in SECTIONS:
+        try:
+            reply = await caller.once(single_section_prompt(prompt, name, max_tokens=options.max_tokens))
+        except SummarizerFailed as exc:
+            if not exc.answered:
+                break  # the endpoint is failing: no more questions
+            reply = ""
+        body = _section_body(reply, name)
+        if body is None:
+            useless += 1
+            if useless >= USELESS_IN_A_ROW:
+                break
+            continue
+        useless = 0
+        sections[name] = body
+    return sections
+
+
+def _section_body(reply: str, name: str) -> str | None:
+    """The body of section ``name`` in a reply that was asked for it alone, or None."""
+    found = parse_sections(reply)
+    body = found.get(name) if found else strip_fence(reply)
+    return body if body and usable_body(body) else None
+
+
 async def _within_budget(caller: _Caller, prompt: ChatPrompt, budget: int) -> tuple[str, str | None]:
-    """The final answer, at most ``budget`` tokens: asked, re-asked once, then fitted by section."""
-    first = await caller(prompt)
+    """The final answer: asked, and re-asked once with the budget stated when it is over it.
+
+    Returns the answer (still over the budget when the re-ask did not help: the caller fits it
+    by section) and how it was shortened."""
+    first = await caller.reply(prompt)
     used = tok.count_text(first)
-    if used <= budget:
-        return first, None
+    if used <= budget or not parse_sections(first):
+        return first, None  # within budget, or not a summary to shorten (asked section by section)
     try:
         second: str | None = await caller(shorten_prompt(prompt, first, used=used, budget=budget))
     except SummarizerFailed:
@@ -320,23 +468,25 @@ async def _within_budget(caller: _Caller, prompt: ChatPrompt, budget: int) -> tu
             return second, REASKED
         if second_used < used:
             first = second
-    return fit_sections(first, budget, note=shortened_note(budget)), CUT_BY_SECTION
+    return first, CUT_BY_SECTION
 
 
 async def _merge(
     caller: _Caller, parts: list[str], *, previous: str | None, options: SummaryOptions, window: int
-) -> tuple[str, str | None]:
+) -> tuple[str, str | None, ChatPrompt]:
     # Merge in groups that fit the window, level by level, until one summary remains.
     budget = options.max_tokens
     room = max(2, (window - 400 - budget * 2) // max(1, budget + 40))
     while len(parts) > 1 or previous is not None:
         if len(parts) <= room:
-            return await _within_budget(caller, merge_prompt(parts, previous=previous, max_tokens=budget), budget)
+            prompt = merge_prompt(parts, previous=previous, max_tokens=budget)
+            answer, shortened = await _within_budget(caller, prompt, budget)
+            return answer, shortened, prompt
         parts = [
             fit_sections(await caller(merge_prompt(parts[i : i + room], previous=None, max_tokens=budget)), budget)
             for i in range(0, len(parts), room)
         ]
-    return parts[0], None
+    return parts[0], None, merge_prompt(parts, previous=None, max_tokens=budget)
 
 
 __all__ = [
@@ -351,6 +501,7 @@ __all__ = [
     "SummaryOptions",
     "SummaryOutcome",
     "clean_answer",
+    "clean_reply",
     "compose_summary",
     "fit_sections",
     "fallback_body",

@@ -1,9 +1,18 @@
 """The compact summary's input: messages serialised for the summarizer, chunked, and prompted.
 
-Each message is written with its ``reasoning_content`` beside its content (so the summary
-captures what the agent thought, not only what it said) and its tool calls. Fields are only
-excerpted when a single message is larger than half a chunk; history needing more than
-``max_chunks`` chunks gives its oldest messages as one-line digests (see ``plan_chunks``).
+Each message is written with its seq, role and date (``[12] user · 8 May 2023 14:05:``, UTC),
+its ``reasoning_content`` beside its content (so the summary captures what the agent thought,
+not only what it said) and its tool calls. Fields are only excerpted when a single message is
+larger than half a chunk; history needing more than ``max_chunks`` chunks gives its oldest
+messages as one-line digests (see ``plan_chunks``). Text is made storable on the way in: a
+session written before lone surrogates were replaced at the store still summarizes.
+
+The prompt is a template to fill in, the form small models (135M-8B) follow best: the six
+headings in order, a line on what goes under each, short bullets. An answer that fills only
+some of them is used as it is; ``section_prompt`` then asks for one missing section at a time,
+as a follow-up to the same conversation (a server's prompt cache reuses the transcript). A
+model that answers without filling in the template at all (the smallest ones chat on, or
+continue the transcript) is asked one short question per section (``single_section_prompt``).
 """
 
 from __future__ import annotations
@@ -11,7 +20,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from memory import tokens as tok
+from memory.compression.dates import stamp
+from memory.compression.statements import excerpt
 from memory.messages import Message
+from memory.text import storable
 
 SUMMARY_PREFIX = "[compact_summary]"
 SECTIONS = ("Goal", "Decisions", "Facts learned", "Open tasks", "Reasoning trail", "Tool results that matter")
@@ -20,9 +32,9 @@ ChatPrompt = list[dict[str, str]]
 
 
 def line_excerpt(text: str | None, limit: int = 160) -> str:
-    """``text`` on one line (whitespace collapsed), cut to ``limit`` characters with an ellipsis."""
-    words = " ".join((text or "").split())
-    return words if len(words) <= limit else words[: limit - 1] + "…"
+    """``text`` on one line, cut to ``limit`` characters at a word boundary, marked ``…``
+    (``memory.compression.statements.excerpt``)."""
+    return excerpt(text, limit)
 
 
 _FRAME = 24  # tokens of per-message framing in the serialised transcript
@@ -51,33 +63,39 @@ def serialize_message(message: Message, *, field_cap: int | None = None) -> str:
     oversized = field_cap is not None and tok.message_tokens(message) > field_cap
 
     def fit(text: str) -> str:
+        # Storable first: sessions stored before the storable-text boundary may hold lone
+        # surrogates, which neither the token counter nor an HTTP request can take.
+        text = storable(text)
         return _excerpt(text, field_cap) if oversized and field_cap is not None else text
 
-    # "[N] role (...):" headers: N is the seq pruned_lookup takes, and the form is the one
-    # transcript readers (people, the offline model) recognise.
+    # "[N] role (...) · date:" headers: N is the seq pruned_lookup takes, and the form is the
+    # one transcript readers (people, the offline model) recognise.
     head = f"[{message.seq}] {message.role}"
     if message.role == "tool":
-        head += f" ({message.name or 'tool'}) result of call {message.tool_call_id}"
+        head += f" ({storable(message.name or 'tool')}) result of call {storable(message.tool_call_id or '')}"
     elif message.tool_calls:
-        head += f" (tool calls: {', '.join(call.name for call in message.tool_calls)})"
+        head += f" (tool calls: {', '.join(storable(call.name) for call in message.tool_calls)})"
     elif message.name:
-        head += f" ({message.name})"
+        head += f" ({storable(message.name)})"
+    head += f" · {stamp(message.created_at)}"
     lines = [head + ":"]
     if message.reasoning_content:
         lines += ["<reasoning>", fit(message.reasoning_content), "</reasoning>"]
     if message.content:
         lines.append(fit(message.content))
     for call in message.tool_calls:
-        lines.append(f"-> calls {call.name}({fit(call.arguments_json)}) [id {call.id}]")
+        lines.append(f"-> calls {storable(call.name)}({fit(call.arguments_json)}) [id {storable(call.id)}]")
     return "\n".join(lines)
 
 
 def _digest(message: Message) -> str:
-    first = (message.content or "").strip().splitlines()
+    first = storable(message.content or "").strip().splitlines()
     text = line_excerpt(first[0] if first else "", 120)
-    calls = f" calls {', '.join(c.name for c in message.tool_calls)}" if message.tool_calls else ""
-    thought = f" (reasoning: {line_excerpt(message.reasoning_content, 120)})" if message.reasoning_content else ""
-    return f"[{message.seq}] {message.role}{calls}: {text}{thought}"
+    calls = f" calls {', '.join(storable(c.name) for c in message.tool_calls)}" if message.tool_calls else ""
+    thought = (
+        f" (reasoning: {line_excerpt(storable(message.reasoning_content), 120)})" if message.reasoning_content else ""
+    )
+    return f"[{message.seq}] {message.role} · {stamp(message.created_at)}{calls}: {text}{thought}"
 
 
 def plan_chunks(messages: Sequence[Message], *, chunk_tokens: int, max_chunks: int) -> list[str]:
@@ -130,21 +148,39 @@ def plan_chunks(messages: Sequence[Message], *, chunk_tokens: int, max_chunks: i
     return chunks
 
 
+_FILL_IN = "\n\nNow fill in the template."
+
+#: What goes under each section, one line each (the template's guide).
+GUIDE = {
+    "Goal": "what the user wants overall",
+    "Decisions": "what was decided or agreed, and when",
+    "Facts learned": (
+        "every fact the user told about themselves, the people, places and plans they mention, and every "
+        "preference, each with its date"
+    ),
+    "Open tasks": "what is still to do",
+    "Reasoning trail": "what the assistant thought and why (its <reasoning>), not only what it said",
+    "Tool results that matter": "results later work depends on: values, ids, paths",
+}
+
+
 def _instructions(max_tokens: int, *, merge: bool) -> str:
     task = (
         "Summarize these partial summaries of one conversation, given in chronological order, into one summary."
         if merge
-        else "Summarize the earlier history of a conversation between a user and an AI agent; the agent will "
-        "read your summary instead of that history."
+        else "Summarize the earlier part of a conversation between a user and an AI assistant. The assistant "
+        "will read your summary instead of those messages, so keep what it needs."
     )
-    headings = "\n".join(f"## {name}" for name in SECTIONS)
+    template = "\n".join(f"## {name}\n- ..." for name in SECTIONS)
+    guide = "\n".join(f"- {name}: {GUIDE[name]}." for name in SECTIONS)
     return (
-        f"{task}\nWrite Markdown with exactly these level-2 sections, in this order:\n{headings}\n"
-        "If a previous summary is given, merge it in: keep every goal, decision, fact and open task from it that "
-        "still holds. The reasoning trail records what the agent thought and why (its reasoning), not only what "
-        "it said. Under 'Tool results that matter', keep the results later work depends on (values, ids, paths). "
-        f"Write '- none' under a section with nothing to report. Stay under {max_tokens} tokens. "
-        "Answer with the summary only."
+        f"{task}\n\nFill in this template. Under each heading write short lines starting with \"- \", "
+        "or \"- none\".\n\n"
+        f"{template}\n\nWhat goes where:\n{guide}\n\n"
+        "Dates: messages are marked with their date and time (UTC). Start a line with the date when it "
+        "matters, for example \"- On 8 May 2023 the user moved to Porto.\" "
+        "If a previous summary is given, keep every goal, decision, fact and open task from it that still holds. "
+        f"Stay under {max_tokens} tokens. Answer with the filled-in template only."
     )
 
 
@@ -154,6 +190,7 @@ def summary_prompt(chunk: str, *, previous: str | None, part: tuple[int, int], m
         body.append(f"<previous_summary>\n{previous}\n</previous_summary>")
     label = f' part="{part[0]} of {part[1]}"' if part[1] > 1 else ""
     body.append(f"<transcript{label}>\n{chunk}\n</transcript>")
+    body.append(_FILL_IN.strip())
     return [
         {"role": "system", "content": _instructions(max_tokens, merge=False)},
         {"role": "user", "content": "\n\n".join(body)},
@@ -165,9 +202,48 @@ def merge_prompt(parts: Sequence[str], *, previous: str | None, max_tokens: int)
     if previous:
         body.append(f"<previous_summary>\n{previous}\n</previous_summary>")
     body += [f'<partial_summary part="{i}">\n{text}\n</partial_summary>' for i, text in enumerate(parts, 1)]
+    body.append(_FILL_IN.strip())
     return [
         {"role": "system", "content": _instructions(max_tokens, merge=True)},
         {"role": "user", "content": "\n\n".join(body)},
+    ]
+
+
+def section_prompt(prompt: ChatPrompt, answer: str, name: str, *, max_tokens: int) -> ChatPrompt:
+    """``prompt`` and its ``answer``, then a request for the one section ``name`` it lacks.
+
+    The conversation so far is repeated as it was, so a server that caches prompts reuses it;
+    the request is short and asks for bullet lines only, which small models manage."""
+    return [
+        *prompt,
+        {"role": "assistant", "content": answer},
+        {
+            "role": "user",
+            "content": f"Now write only the \"{name}\" section: {GUIDE[name]}. Answer with short lines starting "
+            f"with \"- \" (or \"- none\"), at most {max(32, max_tokens // 4)} tokens, nothing else.",
+        },
+    ]
+
+
+_SECTION_SYSTEM = (
+    "You read the earlier part of a conversation between a user and an AI assistant, and answer one "
+    "question about it. Messages are marked with their date and time (UTC)."
+)
+
+
+def single_section_prompt(prompt: ChatPrompt, name: str, *, max_tokens: int) -> ChatPrompt:
+    """One section asked for on its own, for a model that did not fill in the template: the same
+    material as ``prompt`` (the transcript, the previous summary) and one short question after it.
+    Every section's prompt starts the same way, so a server's prompt cache reuses the material."""
+    material = prompt[-1]["content"].removesuffix(_FILL_IN).rstrip()
+    return [
+        {"role": "system", "content": _SECTION_SYSTEM},
+        {
+            "role": "user",
+            "content": f"{material}\n\nWrite the \"{name}\" of this conversation: {GUIDE[name]}. Answer with "
+            f"short lines starting with \"- \" (or \"- none\"), at most {max(32, max_tokens // 4)} tokens, "
+            "nothing else.",
+        },
     ]
 
 
@@ -181,7 +257,7 @@ def shorten_prompt(prompt: ChatPrompt, answer: str, *, used: int, budget: int) -
             "role": "user",
             "content": f"That summary is {used} tokens, over the limit of {budget} tokens. Rewrite it in at most "
             f"{budget} tokens. Keep all six sections ({headings}) with the same headings, in the same order, and "
-            "shorten each one; do not drop the reasoning trail, the open tasks or the tool results that later work "
-            "depends on. Answer with the summary only.",
+            "shorten each one; do not drop the reasoning trail, the open tasks, the facts or the tool results that "
+            "later work depends on. Answer with the summary only.",
         },
     ]

@@ -38,9 +38,10 @@ logger = logging.getLogger("memory.retrieval")
 
 #: Default bound on the messages indexed in memory across scopes (about 40 MB with 64-dim vectors).
 DEFAULT_MAX_MESSAGES = 300_000
-#: Default similarity a message found by meaning alone needs (WordLlama's scale: unrelated
-#: sentences mostly fall below 0.3, paraphrases and answers to a question above 0.5).
-DEFAULT_MIN_SIMILARITY = 0.5
+#: Default similarity a message found by meaning alone needs. On WordLlama's scale at 64
+#: dimensions, unrelated sentences mostly fall below 0.1 and a question and its answer, or two
+#: paraphrases, mostly between 0.2 and 0.6.
+DEFAULT_MIN_SIMILARITY = 0.25
 _SYNC_ROUNDS = 3
 
 

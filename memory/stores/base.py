@@ -304,8 +304,11 @@ class KVStore(ABC):
         """
 
     @abstractmethod
-    def delete(self, scope: Scope, key: str, *, expected_version: int | None = None) -> bool:
-        """Remove the key; True if it existed. CAS like ``put`` when expected_version is given."""
+    def delete(
+        self, scope: Scope, key: str, *, expected_version: int | None = None, fence: Fence | None = None
+    ) -> bool:
+        """Remove the key; True if it existed. CAS like ``put`` when expected_version is given;
+        ``fence`` as in ``put`` (checked first: a refused delete removes nothing)."""
 
     @abstractmethod
     def list(self, scope: Scope, *, prefix: str = "") -> list[KVItem]:

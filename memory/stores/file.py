@@ -167,15 +167,23 @@ class FileKVStore(KVStore):
             return item
 
     @fsio.storage_errors
-    def delete(self, scope: Scope, key: str, *, expected_version: int | None = None) -> bool:
+    def delete(self, scope: Scope, key: str, *, expected_version: int | None = None,
+               fence: Fence | None = None) -> bool:
         key = validate_key(key)
         expected = check_expected_version(expected_version)
+        fence = check_fence(fence, kv_scope=scope, key=key)
         directory = self._dir(scope)
         if not directory.is_dir():
+            if fence is not None:  # no directory, no lease
+                raise fence.refused(f"deleting {key} in {scope}")
             if expected:
                 raise VersionConflict(f"{key} does not exist in {scope}", expected=expected, actual=0)
             return False
         with fsio.scope_lock(directory):
+            if fence is not None:  # as in put: the lease is in this directory, checked under the same lock
+                lease, _ = self._current(directory, scope, fence.key)
+                if not fence.admits(None if lease is None else lease.value):
+                    raise fence.refused(f"deleting {key} in {scope}")
             current, _ = self._current(directory, scope, key)
             actual = current.version if current else 0
             if expected is not None and expected != actual:

@@ -64,7 +64,6 @@ from memory.stores.file_format import (
     RECENT_SEALED,
     SEGMENT_LINES,
     Head,
-    Line,
     Segment,
     SessionIds,
     all_segments,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connections, transaction
 from django.utils import timezone
 
 from memory.models import ConsumerCursor, KVEntry
@@ -18,6 +19,7 @@ from memory.stores.base import (
     KVItem,
     KVStore,
     KVWrite,
+    StorageUnavailable,
     VersionConflict,
     validate_key,
 )
@@ -80,6 +82,7 @@ class _GetStatement:
         # SUBSTR compares code points exactly in both databases (LIKE folds case in SQLite).
         self.list_prefix = f"{self.list} AND SUBSTR({col('key')}, 1, %s) = %s"
         self.delete_version = f"{self.delete} AND {col('version')} = %s"
+        self.touch = f"UPDATE {table} SET {col('version')} = {col('version')} {where}"
         column = meta.get_field("updated_at").get_col(meta.db_table)
         self.converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
         self.column = column
@@ -153,9 +156,38 @@ class SqlKVStore(KVStore):
         raise ConcurrentChange(f"{name} in {scope} kept changing; retry")
 
     @database_errors
-    def delete(self, scope: Scope, key: str, *, expected_version: int | None = None) -> bool:
+    def delete(self, scope: Scope, key: str, *, expected_version: int | None = None,
+               fence: Fence | None = None) -> bool:
         name = validate_key(key)
         expected = check_expected_version(expected_version)
+        fence = check_fence(fence, kv_scope=scope, key=name)
+        if fence is None:
+            return self._delete(scope, name, expected)
+        with transaction.atomic(using=self.using):
+            check_fence_in_transaction(fence, self.using, f"deleting {name} in {scope}")
+            return self._delete(scope, name, expected)
+
+    @contextlib.contextmanager
+    def fenced(self, fence: Fence | None, what: str) -> Iterator[None]:
+        """For a write made outside the database (the pruned catalog's files): hold ``fence``'s
+        lease row locked while the write is made, after checking that the lease is still its own
+        (else FencedOut). A takeover of the lease waits until the block has ended, so the write
+        is ordered entirely before it. The row is updated in place (nothing changes) so that the
+        lock is a write lock on SQLite too, whatever its transaction mode."""
+        fence = check_fence(fence)
+        if fence is None:
+            yield
+            return
+        try:
+            with transaction.atomic(using=self.using):
+                check_fence_in_transaction(fence, self.using, what)
+                statement = _get_statement(self.using, connections[self.using].vendor)
+                execute_rowcount(self.using, statement.touch, [scope_key(fence.scope), fence.key])
+                yield
+        except (OperationalError, InterfaceError) as exc:
+            raise StorageUnavailable(f"the database failed: {exc}") from exc
+
+    def _delete(self, scope: Scope, name: str, expected: int | None) -> bool:
         skey = scope_key(scope)
         statement = _get_statement(self.using, connections[self.using].vendor)
         if expected is None:

@@ -106,7 +106,7 @@ class FakeOpenAIServer:
         self._stopping = threading.Event()
         self._disconnected = threading.Event()
         self.requests: list[RecordedRequest] = []  # POSTs, in order
-        self.get_requests: list[RecordedRequest] = []  # metadata reads (GET /v1/models, /props)
+        self.get_requests: list[RecordedRequest] = []  # metadata reads (GET /v1/models, /props, POST /api/show)
         self.disconnects = 0
         self.connections = 0  # TCP connections accepted (a client reusing one opens no other)
         self.responder: Callable[[RecordedRequest], Any] | None = None
@@ -114,6 +114,8 @@ class FakeOpenAIServer:
         #: llama.cpp's ``GET /props`` body (None: 404).
         self.models: list[dict[str, Any]] = [{"id": "fake-model", "object": "model", "owned_by": "fake"}]
         self.props: dict[str, Any] | None = None
+        #: Ollama's ``POST /api/show`` body (None: 404); such requests are not in ``requests``.
+        self.ollama_show: dict[str, Any] | None = None
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.fake = self  # type: ignore[attr-defined]
@@ -215,6 +217,14 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         request = RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        if self.path.rstrip("/") == "/api/show":
+            with self.fake._lock:
+                self.fake.get_requests.append(request)
+            if self.fake.ollama_show is not None:
+                self._send_json(200, self.fake.ollama_show)
+            else:
+                self._send_json(404, error_body(f"no route {self.path}"))
+            return
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(404, error_body(f"no route {self.path}"))
             return

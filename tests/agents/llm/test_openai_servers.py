@@ -123,12 +123,26 @@ def test_the_error_line_rewrite_leaves_other_lines_alone():
 
 
 @pytest.mark.parametrize("style", ["vllm", "tgi", "llama-cpp-python", "llamacpp"])
-async def test_a_strict_template_rejection_is_a_template_error_never_retried(fake_openai, make_model, sleeps, style):
+async def test_a_strict_template_rejection_is_asked_again_folded_once(fake_openai, make_model, sleeps, style):
     fake_openai.responder = strict_template(Reply(content="ok"), style=style)
+    model = make_model()
+    assert (await complete(model, messages=TWO_USERS)).content == "ok"
+    first, second = fake_openai.chat_requests
+    assert [m["role"] for m in first.json["messages"]] == ["user", "user"]
+    assert second.json["messages"] == [{"role": "user", "content": "hi\n\nare you there?"}]
+    assert sleeps == [] and model.fold_roles and model.capabilities.folds_roles
+    # Remembered for the endpoint: the next request is folded from the start.
+    assert (await complete(model, messages=TWO_USERS)).content == "ok"
+    assert len(fake_openai.chat_requests) == 3
+
+
+@pytest.mark.parametrize("style", ["vllm", "llamacpp"])
+async def test_a_template_that_refuses_even_the_folded_request_is_a_template_error(fake_openai, make_model, sleeps, style):
+    refuse = strict_template(Reply(content="never"), style=style)
+    fake_openai.responder = lambda request: refuse(type(request)(request.method, request.path, request.headers, b'{"messages": [{"role": "assistant"}]}'))
     with pytest.raises(ChatTemplateRejected, match="Conversation roles must alternate"):
         await events_of(make_model(), TWO_USERS)
-    assert len(fake_openai.chat_requests) == 1 and sleeps == []
-    assert (await complete(make_model(), messages=USER)).content == "ok"
+    assert len(fake_openai.chat_requests) == 2 and sleeps == []  # once as it was, once folded, no more
 
 
 # -- error bodies that are not OpenAI-shaped -----------------------------------------------------

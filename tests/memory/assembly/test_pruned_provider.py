@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from memory.assembly.pruned import PrunedProvider
+from memory.compression.dates import stamp
 from memory.config import SUBAGENT_PRESET, MemoryConfig
 from memory.messages import Message, ToolCall
 
@@ -49,7 +51,7 @@ def test_entries_newest_first_with_number_role_time_tools(bundle, catalog):
     assert [e.get("seq") for e in entries] == ["4", "3", "2", "1"]
     assert [e.get("role") for e in entries] == ["assistant", "tool", "assistant", "user"]
     assert entries[2].get("tools") == "web_search" and "called web_search" in entries[2].text
-    assert entries[3].get("time") == stored[0].created_at.isoformat().replace("+00:00", "Z")
+    assert entries[3].get("date") == stamp(stored[0].created_at)
     assert root.get("total") == "4" and root.get("shown") == "4" and root.find("more") is None
     assert "pruned_lookup" in root.find("note").text
 
@@ -111,3 +113,18 @@ def test_hostile_pruned_messages_stay_inside(bundle, catalog, hostile):
     entries = root.find("pruned_messages").findall("message")
     assert len(entries) == 2 and all(list(e) == [] for e in entries)
     assert all("\x00" not in (e.text or "") for e in entries)
+
+
+def test_each_entry_shows_the_date_its_message_was_written(bundle, catalog):
+    session = new_session()
+    may = datetime(2023, 5, 8, 14, 5, tzinfo=UTC)
+    messages = [
+        replace(user("I moved to Porto last week."), seq=1, created_at=may),
+        replace(assistant("Noted: you live in Porto now."), seq=2, created_at=may + timedelta(minutes=1)),
+        replace(user("My sister visits in June."), seq=3, created_at=may + timedelta(days=3, hours=2)),
+    ]
+    catalog.write(session, messages)
+    section = PrunedProvider(catalog=catalog).provide(ctx(bundle, session))
+    entries = parse(section.text).find("pruned_messages").findall("message")
+    assert [e.get("date") for e in entries] == ["11 May 2023 16:05", "8 May 2023 14:06", "8 May 2023 14:05"]
+    assert "date (UTC)" in parse(section.text).find("pruned_messages").find("note").text

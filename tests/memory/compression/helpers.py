@@ -58,7 +58,7 @@ def stored(messages: Sequence[Message], *, start: int = 1) -> list[Message]:
 
 
 def good_answer(extra: str = "") -> str:
-    return "\n".join(f"## {name}\n- {name.lower()} noted {extra}" for name in SECTIONS)
+    return "\n".join(f"## {name}\n- {name.lower()} noted {extra}".rstrip() for name in SECTIONS)
 
 
 class RecordingSummarizer:

@@ -37,7 +37,7 @@ ARCHIVE = UserScope("42")
 def conversation(turns: int, *, words: int = 30) -> list[Message]:
     out: list[Message] = []
     for i in range(turns):
-        out.append(user(f"question {i} " + "word " * words))
+        out.append(user(f"question {i} " + "word " * words + "?"))  # asks: states no fact the summary must keep
         out += chain(f"result {i} " + "data " * words, reasoning=f"reason-{i}: I should look this up")
         out.append(assistant(f"answer {i} " + "text " * words, reasoning=f"because-{i}"))
     return out

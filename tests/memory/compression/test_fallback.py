@@ -144,5 +144,8 @@ def test_a_previous_summary_is_carried_section_by_section() -> None:
     previous = summary_message("## Goal\n- " + "goal " * 600 + "\n## Open tasks\n- the task that must survive").content
     text = previous.removeprefix("[compact_summary] ")
     body = fallback_body(history=history_with([5] * 3), previous_text=text, reason="x", max_tokens=600)
-    carried = body.split("\n\n## Goal\n", 1)[0]
-    assert "the task that must survive" in carried and count_text(body) <= 600
+    sections = dict(split_sections(body))
+    assert sections["## Open tasks"].startswith("- the task that must survive") and count_text(body) <= 600
+    # The 600-word goal could not fit: it went whole, a line says so, nothing is half there.
+    assert "goal goal" not in body and "- (… " in sections["## Goal"]
+    assert "latest request" in sections["## Goal"]  # the newest item that fits stays

@@ -201,12 +201,92 @@ def test_disk_full_is_a_clear_error_and_leaves_no_file(tmp_path: Path, monkeypat
     def full(src: object, dst: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(pruned_module.os, "replace", full)
+    monkeypatch.setattr(pruned_module.os, "link", full)
     with pytest.raises(CatalogUnavailable, match="No space left"):
         catalog.write(SESSION, stored([user("a")]))
-    assert os.listdir(catalog.directory(SESSION)) == []  # no block, no temp file
+    assert catalog_files(catalog) == []  # no block, no temp file
     monkeypatch.undo()
     assert catalog.write(SESSION, stored([user("a")])) is not None
+
+
+def catalog_files(catalog: PrunedCatalog) -> list[str]:
+    """Every name in the session's directory but its lock file."""
+    return sorted(n for n in os.listdir(catalog.directory(SESSION)) if n != ".lock")
+
+
+def test_a_file_system_without_hard_links_still_gets_whole_files(tmp_path: Path, monkeypatch) -> None:
+    catalog = PrunedCatalog(tmp_path / "pruned")
+
+    def no_links(src: object, dst: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(pruned_module.os, "link", no_links)
+    messages = stored([user("a"), user("b")])
+    first = catalog.write(SESSION, messages)
+    assert first is not None and catalog_files(catalog) == [first.name]
+    assert catalog.write(SESSION, messages) is None  # idempotent there too
+    assert [e.message.content for e in catalog.entries(SESSION)] == ["a", "b"]
+
+
+def test_a_name_taken_by_another_writer_is_never_overwritten(tmp_path: Path, monkeypatch) -> None:
+    # A writer on another host (no shared lock) creates the same file name between our check
+    # and our create: ours must not replace it, and must not write its messages twice.
+    catalog = PrunedCatalog(tmp_path / "pruned")
+    messages = stored([user("a"), user("b"), user("c")])
+    other = PrunedCatalog(tmp_path / "pruned")
+    real_create = pruned_module._create_atomically
+    raced = []
+
+    def racing(directory, name, data):  # type: ignore[no-untyped-def]
+        if not raced:
+            raced.append(name)
+            assert real_create(directory, name, pruned_module.render_file(
+                session=SESSION, number=1, messages=messages[:2], cleanup_at=messages[0].created_at
+            ).encode()) is not None
+        return real_create(directory, name, data)
+
+    monkeypatch.setattr(pruned_module, "_create_atomically", racing)
+    written = catalog.write(SESSION, messages)
+    assert written is not None and written.name.startswith("000002-seq000000003")
+    assert [e.message.id for e in other.entries(SESSION)] == [m.id for m in messages]
+
+
+def test_two_writers_at_once_write_each_message_once(tmp_path: Path) -> None:
+    import threading
+
+    messages = stored([user(f"m{i}") for i in range(40)])
+    barrier = threading.Barrier(4)
+    results = []
+
+    def writer() -> None:
+        catalog = PrunedCatalog(tmp_path / "pruned")  # each its own instance: nothing shared but the files
+        barrier.wait()
+        results.append(catalog.write(SESSION, messages))
+
+    threads = [threading.Thread(target=writer) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(r is not None for r in results) == 1
+    assert [e.message.id for e in PrunedCatalog(tmp_path / "pruned").entries(SESSION)] == [m.id for m in messages]
+
+
+def test_a_refusing_guard_writes_nothing(tmp_path: Path) -> None:
+    import contextlib
+
+    class Refused(Exception):
+        pass
+
+    @contextlib.contextmanager
+    def refusing():  # type: ignore[no-untyped-def]
+        raise Refused("the lease has moved on")
+        yield
+
+    catalog = PrunedCatalog(tmp_path / "pruned")
+    with pytest.raises(Refused):  # the guard's own error, not relabelled as a catalog fault
+        catalog.write(SESSION, stored([user("a")]), guard=refusing)
+    assert catalog_files(catalog) == [] and catalog.entries(SESSION) == []
 
 
 def test_parsed_files_are_cached_by_mtime_and_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,13 +4,14 @@ no section (least of all the reasoning trail) is ever lost by cutting the answer
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.compression.sections import fit_sections, split_sections
+from memory.compression.sections import fit_sections, items, split_sections
 from memory.compression.summary import (
     CUT_BY_SECTION,
     REASKED,
@@ -70,21 +71,27 @@ def body_of(content: str) -> str:
     return content.split("\n\n", 1)[1]
 
 
+MARKER = re.compile(r"^- \(… (\d+) more cut to fit\)$")
+
+
 def assert_cut_by_section(original: str, fitted: str, budget: int) -> None:
-    """``fitted`` holds every section of ``original``, in order, each a line-wise prefix of it."""
+    """``fitted`` holds every section of ``original``, in order, each made of whole items of the
+    original section (in their order) and at most one marker line counting the items left out:
+    no item is ever cut in half."""
     assert count_text(fitted) <= budget
     source = dict(split_sections(original))
     pieces = [(h, b) for h, b in split_sections(fitted) if h]
     assert [h for h, _ in pieces] == [h for h, _ in split_sections(original) if h]
     for heading, body in pieces:
-        whole = source[heading].split("\n")
-        kept = body.split("\n") if body else []
-        assert kept, f"section {heading!r} lost its whole body"
-        *full, last = kept
-        assert full == whole[: len(full)] and len(full) < len(whole), heading
-        original_line = whole[len(full)]
-        if last != original_line:  # the one line cut inside
-            assert last.endswith("…") and original_line.startswith(last[:-1].rstrip()), (heading, last)
+        whole = items(source[heading])
+        kept = items(body) if body else []
+        markers = [k for k in kept if MARKER.match(k)]
+        shown = [k for k in kept if not MARKER.match(k)]
+        assert len(markers) <= 1, (heading, kept)
+        positions = [whole.index(k) for k in shown]  # ValueError: an item that is not whole
+        assert positions == sorted(positions), heading
+        left_out = int(MARKER.match(markers[0]).group(1)) if markers else 0
+        assert left_out + len(shown) == len(whole) or (not body and not shown), (heading, kept)
 
 
 def test_an_answer_over_budget_is_re_asked_once_with_the_budget_stated() -> None:

@@ -147,3 +147,62 @@ def test_a_stale_archive_put_is_refused_and_writes_nothing(bundle):
     with pytest.raises(FencedOut):  # even the idempotent answer for an existing id is refused
         bundle.archive.put(archive, ArchiveDocument(session=S.key(), summary="x", id="doc-new"), fence=a.fence)
     assert [d.id for d in bundle.archive.list(archive)] == ["doc-new"]
+
+
+def test_a_stale_kv_delete_is_refused_and_the_item_kept(bundle):
+    a, b = takeover(bundle, name="cleanup")
+    first = bundle.kv.put(S, "cleanup.pending", "b's intent", fence=b.fence)
+    with pytest.raises(FencedOut, match="deleting cleanup.pending"):
+        # The version matches: only the fence tells a stale holder from the current one.
+        bundle.kv.delete(S, "cleanup.pending", expected_version=first.version, fence=a.fence)
+    assert bundle.kv.get(S, "cleanup.pending").value == "b's intent"
+    with pytest.raises(ValueError, match="lease's own scope"):
+        bundle.kv.delete(SessionScope("other"), "cleanup.pending", fence=b.fence)
+    assert bundle.kv.delete(S, "cleanup.pending", expected_version=first.version, fence=b.fence)
+    assert bundle.kv.get(S, "cleanup.pending") is None
+    assert bundle.kv.delete(S, "cleanup.pending", fence=b.fence) is False  # absent: nothing to refuse
+    with pytest.raises(FencedOut):
+        bundle.kv.delete(SessionScope("nowhere"), "x", fence=Fence(SessionScope("nowhere"), "lease.cleanup", "A", 1))
+
+
+def test_a_fenced_block_admits_only_the_current_holder(bundle):
+    a, b = takeover(bundle, name="cleanup")
+    with bundle.kv.fenced(b.fence, "a write outside the store"):
+        pass
+    with pytest.raises(FencedOut, match="a late write outside the store refused"):
+        with bundle.kv.fenced(a.fence, "a late write outside the store"):
+            pytest.fail("the block of a stale holder must not run")
+    with bundle.kv.fenced(None, "an unfenced write"):
+        pass
+
+
+def test_a_takeover_waits_until_a_fenced_block_has_ended(threaded_bundle):
+    import threading
+    import time
+
+    kv = threaded_bundle.kv
+    scope = SessionScope("fenced-block")
+    a = acquire_lease(kv=kv, scope=scope, name="cleanup", ttl=10, holder="A", clock=at(0))
+    inside, order = threading.Event(), []
+
+    def take_over() -> None:
+        from django.db import connection
+
+        try:
+            inside.wait(10)
+            acquire_lease(kv=kv, scope=scope, name="cleanup", ttl=10, holder="B", clock=at(20))
+            order.append("takeover")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=take_over)
+    thread.start()
+    with kv.fenced(a.fence, "the catalog write"):
+        inside.set()
+        time.sleep(0.5)  # room for a takeover that did not wait to land first
+        order.append("write")
+    thread.join(30)
+    assert order == ["write", "takeover"]
+    with pytest.raises(FencedOut):
+        with kv.fenced(a.fence, "the catalog write"):
+            pass

@@ -1,0 +1,405 @@
+"""The model-call gate: one per endpoint, chat first, background memory work when chat is idle.
+
+A small local model server (llama.cpp with one slot, Ollama, LM Studio) answers one request at a
+time and queues the rest. Without a gate, the Dream Engine's, the reviewer's and the
+summarizer's requests queue on the server in front of a user's turn, and each request's timeout
+counts the time it spent queued. The gate keeps model calls of one endpoint within its
+concurrency (``MODEX_MODEL_CONCURRENCY``; auto: llama.cpp's ``total_slots``, else 1 for a server
+on this machine or a private network, no gate at all for a remote one; a llama.cpp server's
+slot count is shown, not used: parallel slots on a CPU share its cores, so a background request
+beside a turn would slow the turn down), in two classes:
+
+* **chat** (foreground): the calls of a user's turn, including a cleanup inside that turn
+  (its compact summary belongs to the turn). A turn holds a *turn mark* from its start to its
+  end, tool calls included, so background work does not slip in between its model calls, and
+  for ``after_turn`` seconds more (``MODEX_BACKGROUND_AFTER_TURN``): a user who answers within
+  that time finds the model free and its prompt cache intact. Each of the turn's calls waits for
+  a free slot and never for background work.
+* **background**: the Dream Engine, the experience reviewer (and a cleanup in the reviewer's own
+  run), anything that reads a view made with ``BACKGROUND``. A background call starts only
+  while the active turns and the background calls running leave a slot for every turn; while it
+  runs it watches for turns, and when one arrives that would have to wait, it closes its stream
+  (llama-server frees the slot at once), gives the slot up, waits for the turns to end and asks
+  again from the start. Its events are delivered once the call has finished, so a restart never
+  repeats text; it gives up after ``MODEX_BACKGROUND_MAX_WAIT`` seconds of waiting with
+  ``ModelUnavailable`` (the Dream Engine and the reviewer then retry later with their backoff).
+
+On a llama.cpp server with two slots or more, background calls are pinned to its last slot
+(``id_slot``): one request at a time still, but the chat's cached prompt stays in its own slot, and
+a turn after background work does not have to process its whole context again (llama-server
+otherwise picks a slot by prompt similarity, and a reviewer's prompt that quotes the chat can take
+the chat's slot). Run ``llama-server -np 2 -c <2 x window>`` for that.
+
+Timeouts count from the request: a call's ``OPENAI_TIMEOUT`` starts when it is sent, after its
+wait at the gate, and the server is never handed more requests than it runs at once, so none
+of them waits in the server's own queue either.
+
+Why the KV store: the chat runs in the daphne workers and the background work in the task
+worker (``manage.py db_worker``), separate processes, possibly on several hosts; an in-process
+lock or semaphore would see only its own process. Every process of a deployment shares the
+memory stores, and the KVStore's compare-and-set gives leases that hold across processes and
+hosts (``memory.locks``). A slot, a turn mark and a queued background call are each a lease in
+the global scope (``lease.gate.<endpoint>.slot.N``, ``.turn.ID``, ``.queued.ID``), renewed while
+held, so a process that dies holding one blocks nothing for longer than ``HOLD_TTL``. Waiting is
+polling (``POLL``; background ``BACKGROUND_POLL``), plus an in-process wake-up when a slot is
+given back, so a turn in the same process goes on at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import ipaddress
+import json
+import logging
+import time
+import uuid
+import weakref
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from agents.llm import ModelUnavailable
+from agents.runtime.leases import KeptLease
+from memory.locks import LeaseBusy, acquire_lease
+from memory.scopes import GlobalScope
+from memory.stores.base import ConcurrentChange, KVStore
+from memory.threads import run_blocking
+
+logger = logging.getLogger("agents.runtime.gate")
+
+FOREGROUND = "chat"
+BACKGROUND = "background"
+HOLD_TTL = 30.0  # seconds a slot, turn mark or queue entry outlives a holder that stopped renewing it
+POLL = 0.05  # how often a waiting chat call looks for a free slot (and a background call checks for turns)
+BACKGROUND_POLL = 0.5  # how often a waiting background call looks again
+_SCOPE = GlobalScope()
+
+
+@dataclass(frozen=True, slots=True)
+class GateState:
+    """What the gate of one endpoint holds now: for the pages and the benchmarks."""
+
+    endpoint: str
+    limit: int
+    turns: int = 0
+    running: tuple[tuple[str, str], ...] = ()  # (priority, label) of the calls holding a slot
+    queued: tuple[str, ...] = ()  # labels of the background calls waiting
+
+    @property
+    def background_running(self) -> int:
+        return sum(priority == BACKGROUND for priority, _ in self.running)
+
+    def describe_queued(self) -> str:
+        """E.g. "2 queued (dream, review)", "" when nothing waits."""
+        if not self.queued:
+            return ""
+        return f"{len(self.queued)} queued ({', '.join(sorted(set(self.queued)))})"
+
+
+@dataclass
+class GateStats:
+    """Counters of this process (the smoke test and the benchmarks read them)."""
+
+    chat_calls: int = 0
+    chat_waited: float = 0.0  # seconds chat calls spent at the gate, in all
+    chat_max_wait: float = 0.0
+    background_calls: int = 0
+    preempted: int = 0  # background calls that gave their slot up to a turn
+    gave_up: int = 0
+    waits: deque[float] = field(default_factory=lambda: deque(maxlen=1000))  # the latest chat waits
+
+
+def _is_local(host: str) -> bool:
+    if host in ("localhost", "") or host.endswith(".local") or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
+def endpoint_id(model: Any) -> str | None:
+    """A short stable id of ``model``'s endpoint (None for a model without one, e.g. offline)."""
+    base_url = getattr(model, "base_url", None)
+    if not base_url or getattr(model, "is_offline", False):
+        return None
+    return hashlib.sha1(f"{base_url}|{model.name}".encode()).hexdigest()[:12]
+
+
+def _expiry(value: str) -> tuple[str, datetime | None]:
+    try:
+        data = json.loads(value)
+        return str(data["holder"]), datetime.fromisoformat(data["expires_at"])
+    except (ValueError, KeyError, TypeError):
+        return "", None
+
+
+class ModelGate:
+    """The gates of every endpoint, over one KV store shared by every process of a deployment.
+
+    ``concurrency``: 0 for auto (see the module docstring), else the number of calls in flight
+    per endpoint. ``background_max_wait``: seconds a background call waits at most.
+    """
+
+    def __init__(self, *, kv: KVStore, concurrency: int = 0, background_max_wait: float = 300.0,
+                 after_turn: float = 0.0, poll: float = POLL, background_poll: float = BACKGROUND_POLL,
+                 hold_ttl: float = HOLD_TTL) -> None:
+        self.kv = kv
+        self.concurrency = concurrency
+        self.after_turn = after_turn
+        self.background_max_wait = background_max_wait
+        self.poll, self.background_poll, self.hold_ttl = poll, background_poll, hold_ttl
+        self.stats = GateStats()
+        # Set when this process gives a slot back, per event loop (an Event belongs to one loop).
+        self._released: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Event] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # -- which endpoints, how many at once ----------------------------------------------------
+
+    def limit(self, model: Any) -> int | None:
+        """Calls in flight at once for ``model``'s endpoint; None: not gated."""
+        if endpoint_id(model) is None:
+            return None
+        if self.concurrency:
+            return self.concurrency
+        return 1 if _is_local(urlsplit(model.base_url).hostname or "") else None
+
+    def calls(self, model: Any, *, priority: str = FOREGROUND, label: str = "") -> Any:
+        """``model`` as seen through the gate with ``priority`` (``model`` itself when ungated)."""
+        if endpoint_id(model) is None:
+            return model
+        return GatedModel(model, gate=self, priority=priority, label=label or priority)
+
+    # -- the state ------------------------------------------------------------------------------
+
+    def _read(self, endpoint: str) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+        """Live entries ``(kind, index or id, holder)`` and expired ones ``(kind, key, version)``."""
+        prefix = f"lease.gate.{endpoint}."
+        now = datetime.now(UTC)
+        live, expired = [], []
+        for item in self.kv.list(_SCOPE, prefix=prefix):
+            kind, _, rest = item.key[len(prefix):].partition(".")
+            holder, expires_at = _expiry(item.value)
+            if expires_at is not None and expires_at > now:
+                live.append((kind, rest, holder))
+            else:
+                expired.append((kind, item.key, str(item.version)))
+        for _kind, key, version in expired:  # left by a dead holder: tidy up, losing races is fine
+            with contextlib.suppress(ConcurrentChange):
+                self.kv.delete(_SCOPE, key, expected_version=int(version))
+        return live, expired
+
+    def state(self, model: Any) -> GateState | None:
+        """The gate of ``model``'s endpoint now (None when it is not gated). Synchronous."""
+        limit, endpoint = self.limit(model), endpoint_id(model)
+        if limit is None or endpoint is None:
+            return None
+        live, _ = self._read(endpoint)
+        running = tuple((h.split("|")[0], h.split("|")[1] if "|" in h else "") for k, _, h in live if k == "slot")
+        return GateState(
+            endpoint=endpoint,
+            limit=limit,
+            turns=sum(k == "turn" for k, _, _ in live),
+            running=running,
+            queued=tuple(h.split("|")[1] if "|" in h else "" for k, _, h in live if k == "queued"),
+        )
+
+    # -- turn marks ---------------------------------------------------------------------------
+
+    def mark_turn(self, model: Any) -> Any:
+        """Take a turn mark for ``model``'s endpoint (synchronous: the runtime takes it in its
+        turn's first store trip); returns the lease, or None when the endpoint is not gated.
+        Keep it with ``keep`` and give it back with ``KeptLease.end``."""
+        endpoint = endpoint_id(model)
+        if endpoint is None or self.limit(model) is None:
+            return None
+        mark = uuid.uuid4().hex[:16]
+        return acquire_lease(kv=self.kv, scope=_SCOPE, name=f"gate.{endpoint}.turn.{mark}", ttl=self.hold_ttl,
+                             holder=f"turn|{mark}")
+
+    def keep(self, lease: Any, *, name: str) -> KeptLease:
+        """Renew ``lease`` (a turn mark, a slot, a queue entry) until ``end()``."""
+        return KeptLease(kv=self.kv, lease=lease, ttl=self.hold_ttl, name=name)
+
+    async def end_turn(self, kept: KeptLease) -> None:
+        """The turn is over: its mark stays ``after_turn`` seconds more, then runs out."""
+        await kept.end(linger=self.after_turn)
+
+    # -- slots ----------------------------------------------------------------------------------
+
+    def _try_slot(self, endpoint: str, limit: int, priority: str, label: str) -> Any:
+        """A slot lease if the gate admits a call of ``priority`` now, else None."""
+        live, _ = self._read(endpoint)
+        held = {index for kind, index, _ in live if kind == "slot"}
+        if priority == BACKGROUND:
+            turns = sum(kind == "turn" for kind, _, _ in live)
+            background = sum(kind == "slot" and holder.startswith(BACKGROUND) for kind, _, holder in live)
+            if turns + background >= limit:
+                return None
+        for index in range(limit):
+            if str(index) in held:
+                continue
+            try:
+                return acquire_lease(kv=self.kv, scope=_SCOPE, name=f"gate.{endpoint}.slot.{index}",
+                                     ttl=self.hold_ttl, holder=f"{priority}|{label}|{uuid.uuid4().hex[:12]}")
+            except LeaseBusy:
+                continue
+        return None
+
+    def _must_yield(self, endpoint: str, limit: int) -> bool:
+        """A running background call gives its slot up: the turns need more than is left."""
+        live, _ = self._read(endpoint)
+        turns = sum(kind == "turn" for kind, _, _ in live)
+        background = sum(kind == "slot" and holder.startswith(BACKGROUND) for kind, _, holder in live)
+        return turns > 0 and turns + background > limit
+
+    async def _wait_slot(self, model: Any, priority: str, label: str, deadline: float | None) -> Any:
+        endpoint, limit = endpoint_id(model), self.limit(model)
+        pause = self.poll if priority == FOREGROUND else self.background_poll
+        while True:
+            slot = await run_blocking(self._try_slot, endpoint, limit, priority, label)
+            if slot is not None:
+                return slot
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            wake = self._wake()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), pause)
+
+    def _wake(self) -> asyncio.Event:
+        loop = asyncio.get_running_loop()
+        event = self._released.get(loop)
+        if event is None or event.is_set():
+            event = self._released[loop] = asyncio.Event()
+        return event
+
+    def _slot_given_back(self) -> None:
+        event = self._released.get(asyncio.get_running_loop())
+        if event is not None:
+            event.set()  # waiters on other loops (threads, processes) see it at their next poll
+
+
+class GatedModel:
+    """A ChatModel whose ``stream`` goes through the gate with one priority; everything else
+    (``name``, ``context_window``, ``capabilities``, ``discover`` ...) is the model's own."""
+
+    def __init__(self, model: Any, *, gate: ModelGate, priority: str, label: str) -> None:
+        self.inner, self.gate, self.priority, self.label = model, gate, priority, label
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    async def stream(self, **request: Any) -> AsyncIterator[Any]:
+        """``ChatModel.stream`` after the gate admitted the call (see the module docstring)."""
+        discover = getattr(self.inner, "discover", None)
+        if discover is not None:
+            await discover()  # the auto concurrency may come from the server's slot count
+        if self.gate.limit(self.inner) is None:
+            async with contextlib.aclosing(self.inner.stream(**request)) as events:
+                async for event in events:
+                    yield event
+            return
+        capabilities = getattr(self.inner, "capabilities", None)
+        slots = getattr(capabilities, "slots", None) or 0
+        if slots >= 2 and getattr(capabilities, "server", "") == "llama.cpp":
+            # Background work in the last slot; with two, the chat in the first (with more, the
+            # server picks the chat's slot by its cached prompt among the others' too).
+            if self.priority == BACKGROUND:
+                request = {**request, "slot": slots - 1}
+            elif slots == 2:
+                request = {**request, "slot": 0}
+        if self.priority == FOREGROUND:
+            async with contextlib.aclosing(self._foreground(request)) as events:
+                async for event in events:
+                    yield event
+            return
+        for event in await self._background(request):
+            yield event
+
+    async def _foreground(self, request: dict[str, Any]) -> AsyncIterator[Any]:
+        started = time.monotonic()
+        slot = await self.gate._wait_slot(self.inner, FOREGROUND, self.label, None)
+        waited = time.monotonic() - started
+        stats = self.gate.stats
+        stats.chat_calls += 1
+        stats.chat_waited += waited
+        stats.chat_max_wait = max(stats.chat_max_wait, waited)
+        stats.waits.append(waited)
+        kept = self.gate.keep(slot, name=f"gate-slot-{self.label}")
+        try:
+            async with contextlib.aclosing(self.inner.stream(**request)) as events:
+                async for event in events:
+                    yield event
+        finally:
+            await asyncio.shield(self._end(kept))
+
+    async def _end(self, kept: KeptLease) -> None:
+        with contextlib.suppress(Exception):
+            await kept.end()
+        self.gate._slot_given_back()
+
+    async def _background(self, request: dict[str, Any]) -> list[Any]:
+        gate, endpoint = self.gate, endpoint_id(self.inner)
+        deadline = time.monotonic() + gate.background_max_wait
+        while True:
+            queued = await run_blocking(
+                acquire_lease, kv=gate.kv, scope=_SCOPE, name=f"gate.{endpoint}.queued.{uuid.uuid4().hex[:16]}",
+                ttl=gate.hold_ttl, holder=f"queued|{self.label}",
+            )
+            waiting = gate.keep(queued, name=f"gate-queued-{self.label}")
+            try:
+                slot = await gate._wait_slot(self.inner, BACKGROUND, self.label, deadline)
+            finally:
+                await asyncio.shield(self._end(waiting))
+            if slot is None:
+                gate.stats.gave_up += 1
+                raise ModelUnavailable(
+                    f"the model {self.inner.describe()} stayed busy with chat for {gate.background_max_wait:g}s; "
+                    f"the {self.label} waits for a quieter moment (MODEX_BACKGROUND_MAX_WAIT)"
+                )
+            kept = gate.keep(slot, name=f"gate-slot-{self.label}")
+            try:
+                events = await self._run_unless_preempted(request, endpoint)
+            finally:
+                await asyncio.shield(self._end(kept))
+            if events is not None:
+                gate.stats.background_calls += 1
+                return events
+            gate.stats.preempted += 1
+            logger.info("a background %s call gave the model up to a chat turn; it asks again later", self.label)
+
+    async def _run_unless_preempted(self, request: dict[str, Any], endpoint: str) -> list[Any] | None:
+        """The call's events, or None when a turn arrived first (the stream is closed then)."""
+        gate, limit = self.gate, self.gate.limit(self.inner)
+
+        async def drain() -> list[Any]:
+            async with contextlib.aclosing(self.inner.stream(**request)) as events:
+                return [event async for event in events]
+
+        call = asyncio.ensure_future(drain())
+        try:
+            while not call.done():
+                done, _ = await asyncio.wait({call}, timeout=gate.poll)
+                if done:
+                    break
+                if await run_blocking(gate._must_yield, endpoint, limit):
+                    call.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await call
+                    return None
+            return call.result()
+        finally:
+            if not call.done():
+                call.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await call

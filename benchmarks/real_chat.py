@@ -1,0 +1,234 @@
+"""Chatting with a real small model the way a user does: the pieces the real-model benchmark
+(``benchmarks.workloads.real_model``) and the long check (``python -m benchmarks.real_chat``)
+share.
+
+A deployment in one directory: the real settings (``modex_web.settings``) over a fresh
+workspace, SQLite, the ``db`` task backend, ``OPENAI_BASE_URL`` at a llama-server running
+SmolLM2-135M-Instruct (``scripts/llama_server.py``), and a declaration whose agent has every
+memory layer on (archive, core memory, experience) with a small threshold, so a short
+conversation compacts. Turns run through ``Runtime.run_turn`` in this process, as the chat
+socket runs them; background memory work runs in a real ``manage.py db_worker`` process, as
+``make run`` starts it, so the model-call gate works across processes for real.
+
+    python -m benchmarks.real_chat --turns 30          # the long check: planted facts, recall
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from benchmarks.common import REPO, log, setup_django, temp_root
+
+BOT_YML = """\
+persistence:
+  backend: sqlite
+model:
+  provider: openai
+  name: smollm2-135m
+  context_window: 8192
+agents:
+  default:
+    description: Assistant with every memory layer on.
+    instructions: |
+      You are a helpful assistant. Answer briefly. Remember what the user tells you about themselves.
+    tools: [core_memory, archive_search, pruned_lookup, todo]
+    tool_supplements: [experience]
+    memory:
+      archive_enabled: true
+      core_enabled: true
+      compression_threshold: {threshold}
+      keep_tokens: {keep}
+"""
+
+#: (turn number, fact told, question asked later, the answer's key word)
+FACTS = (
+    (1, "My name is Ilse and I live in Ghent.", "What is my name?", "ilse"),
+    (2, "I work as a glassblower.", "What is my job?", "glass"),
+    (4, "My cat is called Pixel.", "What is my cat called?", "pixel"),
+    (6, "I am allergic to peanuts.", "What am I allergic to?", "peanut"),
+    (8, "My favourite colour is teal.", "What is my favourite colour?", "teal"),
+)
+FILLER = (
+    "Tell me a short fact about the sea.",
+    "Give me one tip for sleeping better.",
+    "What is a good name for a small boat?",
+    "Suggest a quick lunch.",
+    "Say something kind about Mondays.",
+    "How do I keep basil alive?",
+    "Name a calm song.",
+    "What should I read this weekend?",
+)
+
+
+def conversation(turns: int) -> list[tuple[str, str | None]]:
+    """``turns`` user messages: facts early, filler between, the questions at the end. Each is
+    (text, key word the reply should contain, or None)."""
+    told = {n: fact for n, fact, _, _ in FACTS}
+    questions = [(q, key) for n, _, q, key in FACTS if n <= max(1, turns - len(FACTS))]
+    body = turns - len(questions)
+    texts: list[tuple[str, str | None]] = []
+    for n in range(1, body + 1):
+        texts.append((told.get(n, FILLER[n % len(FILLER)]), None))
+    return texts + questions
+
+
+@dataclass
+class TurnRecord:
+    n: int
+    text: str
+    first_token_s: float | None
+    turn_s: float
+    failed: str | None = None
+    cleanup: bool = False
+    reply: str = ""
+    recalled: bool | None = None
+
+
+@dataclass
+class ChatRun:
+    mode: str
+    turns: list[TurnRecord] = field(default_factory=list)
+    gate: dict = field(default_factory=dict)
+    tasks: dict = field(default_factory=dict)
+    capabilities: str = ""
+
+    def median(self, attr: str) -> float | None:
+        values = [getattr(t, attr) for t in self.turns if getattr(t, attr) is not None]
+        return statistics.median(values) if values else None
+
+
+def prepare(*, base_url: str, model: str, threshold: int, keep: int) -> Path:
+    """Configure Django over a fresh workspace for ``base_url``; returns the workspace."""
+    workspace = temp_root("real-chat")
+    bot = workspace / "bot.yml"
+    bot.write_text(BOT_YML.format(threshold=threshold, keep=keep))
+    env = {"OPENAI_BASE_URL": base_url, "OPENAI_MODEL": model, "OPENAI_TIMEOUT": "120", "MODEX_SCOPES_FILE": str(bot),
+           "MODEX_TASKS_BACKEND": "db", "MODEX_PERSISTENCE_BACKEND": "sqlite", "DJANGO_DEBUG": "false",
+           "DJANGO_SECURE": "false"}
+    setup_django(workspace, **env)
+    return workspace
+
+
+def start_worker() -> subprocess.Popen:
+    """``manage.py db_worker`` over the same settings and workspace (as ``make run`` starts it)."""
+    return subprocess.Popen([sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "0.5"], cwd=REPO,
+                            env={**os.environ, "MODEX_LOG_LEVEL": "INFO"}, stdout=subprocess.DEVNULL, stderr=open(Path(os.environ["MODEX_WORKSPACE"]) / "worker.log", "wb"))
+
+
+def stop_worker(worker: subprocess.Popen) -> None:
+    """SIGTERM lets the worker finish its task, which may be waiting at the gate: a minute, then kill."""
+    worker.terminate()
+    try:
+        worker.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait(timeout=10)
+
+
+def task_outcomes() -> dict:
+    from django_tasks_db.models import DBTaskResult
+
+    counts: dict[str, int] = {}
+    for path, status in DBTaskResult.objects.values_list("task_path", "status"):
+        key = f"{path.rsplit('.', 1)[-1]}:{status}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def worker_preemptions() -> int:
+    """Background calls the worker gave up to a turn (its log says so each time)."""
+    path = Path(os.environ["MODEX_WORKSPACE"]) / "worker.log"
+    return path.read_text(errors="replace").count("gave the model up to a chat turn") if path.exists() else 0
+
+
+async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bool, pause: float,
+               session_id: str) -> ChatRun:
+    """One conversation; ``background`` off leaves out the hooks that queue memory work (the
+    review, the Dream Engine's binding), cleanup inside the turns stays on either way."""
+    from agents.declarations import get_declaration
+    from agents.runtime import cleanup
+    from agents.runtime.events import CleanupStarted, ContentChunk, ReasoningChunk, TurnFailed, TurnFinished
+    from agents.runtime.loop import Runtime
+    from agents.runtime.services import get_services
+    from memory.scopes import SessionScope
+
+    services = get_services()
+    installers = None if background else [("agents.runtime.cleanup.install", cleanup.install)]
+    runtime = Runtime(services=services, installers=installers)
+    agent = get_declaration().find("default")
+    run = ChatRun(mode=mode)
+    session = SessionScope(session_id)
+    for n, (text, key) in enumerate(texts, 1):
+        started = time.perf_counter()
+        first = None
+        record = TurnRecord(n=n, text=text, first_token_s=None, turn_s=0.0)
+        async for event in runtime.run_turn(agent=agent, user_id="1", session=session, text=text):
+            if first is None and isinstance(event, ContentChunk | ReasoningChunk):
+                first = time.perf_counter() - started
+            if isinstance(event, CleanupStarted):
+                record.cleanup = True
+            elif isinstance(event, TurnFailed):
+                record.failed = f"{event.kind}: {event.error}"[:300]
+            elif isinstance(event, TurnFinished) and event.message is not None:
+                record.reply = (event.message.content or "")[:400]
+        record.first_token_s, record.turn_s = first, time.perf_counter() - started
+        if key is not None:
+            record.recalled = key in record.reply.lower()
+        run.turns.append(record)
+        log(f"  [{mode}] turn {n}: first token {first if first is None else round(first, 2)} s, "
+            f"turn {record.turn_s:.1f} s{' (cleanup)' if record.cleanup else ''}{' FAILED' if record.failed else ''}")
+        await asyncio.sleep(pause)  # the user reads and types: background work may start meanwhile
+    stats = services.gate.stats if services.gate is not None else None
+    if stats is not None:
+        run.gate = {"chat_calls": stats.chat_calls, "chat_max_wait_s": round(stats.chat_max_wait, 3),
+                    "chat_waited_s": round(stats.chat_waited, 3), "preempted_here": stats.preempted}
+    run.capabilities = services.model.capabilities.describe()
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A long chat with SmolLM2 on llama-server, memory on")
+    parser.add_argument("--turns", type=int, default=30)
+    parser.add_argument("--pause", type=float, default=8.0, help="seconds between turns (the user typing)")
+    parser.add_argument("--slots", type=int, default=2, help="llama-server slots (-np; the window of each is 8192)")
+    parser.add_argument("--threshold", type=int, default=1500)
+    parser.add_argument("--keep", type=int, default=500)
+    parser.add_argument("--template", default="own", help="own | tools | strict (scripts/llama_server.py)")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "real_chat.json")
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO))
+    from scripts.llama_server import serve
+
+    with serve(template=args.template, slots=args.slots, context=8192 * args.slots) as server:
+        prepare(base_url=server.url, model=server.model, threshold=args.threshold, keep=args.keep)
+        worker = start_worker()
+        try:
+            run = asyncio.run(chat(mode="on", texts=conversation(args.turns), background=True, pause=args.pause,
+                                   session_id="long-chat"))
+            time.sleep(30)  # the worker catches up on the memory work the chat kept waiting
+        finally:
+            stop_worker(worker)
+        run.tasks = task_outcomes()
+        run.gate["preempted_in_worker"] = worker_preemptions()
+    args.out.write_text(json.dumps(asdict(run), indent=2))
+    failed = [t for t in run.turns if t.failed]
+    recalled = [t for t in run.turns if t.recalled is not None]
+    print(json.dumps({
+        "turns": len(run.turns), "failed": len(failed), "cleanups": sum(t.cleanup for t in run.turns),
+        "first_token_median_s": run.median("first_token_s"), "turn_median_s": run.median("turn_s"),
+        "recalled": f"{sum(bool(t.recalled) for t in recalled)}/{len(recalled)}", "gate": run.gate, "tasks": run.tasks,
+        "capabilities": run.capabilities,
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

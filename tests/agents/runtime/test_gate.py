@@ -1,0 +1,214 @@
+"""The model-call gate: chat first, background work deferred and preempted, timeouts from the
+request, dead holders forgotten; over real stores (every backend), the real HTTP fake server,
+and across processes."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.llm import ModelUnavailable, complete
+from agents.llm.capabilities import Capabilities
+from agents.llm.openai import OpenAIChatModel
+from agents.runtime.gate import BACKGROUND, FOREGROUND, ModelGate, endpoint_id
+from memory.locks import acquire_lease
+from memory.scopes import GlobalScope
+from memory.stores.registry import open_bundle
+from memory.threads import run_blocking
+from tests.fakes.openai_server import FAKE_API_KEY, Pause, RawStream, Reply, chunk
+
+USER = [{"role": "user", "content": "hi"}]
+REPO = Path(__file__).resolve().parents[3]
+
+
+def model_for(server, **options):
+    options.setdefault("timeout", 5)
+    return OpenAIChatModel(base_url=server.url, api_key=FAKE_API_KEY, model="fake-model", max_retries=0, **options)
+
+
+def gate_for(bundle, **options):
+    options.setdefault("poll", 0.02)
+    options.setdefault("background_poll", 0.05)
+    return ModelGate(kv=bundle.kv, **options)
+
+
+async def mark(gate, model):
+    return await run_blocking(gate.mark_turn, model)
+
+
+async def hold_turn(gate, model, seconds):
+    mark_ = await mark(gate, model)
+    kept = gate.keep(mark_, name="test-turn")
+    await asyncio.sleep(seconds)
+    await kept.end()
+
+
+# -- which endpoints are gated, and how many calls at once --------------------------------------
+
+
+def test_the_limit_is_auto_for_local_servers_and_the_setting_wins(threaded_bundle, fake_openai):
+    local = model_for(fake_openai)
+    remote = OpenAIChatModel(base_url="https://api.example.com/v1", api_key="k", model="m")
+    gate = gate_for(threaded_bundle)
+    assert gate.limit(local) == 1 and gate.limit(remote) is None
+    local._detected = Capabilities(server="llama.cpp", model="m", slots=4)
+    assert gate.limit(local) == 1  # parallel slots on a local CPU share its cores: still one at a time
+    assert gate_for(threaded_bundle, concurrency=2).limit(remote) == 2
+    from agents.llm import OfflineChatModel
+
+    offline = OfflineChatModel()
+    assert endpoint_id(offline) is None and gate.calls(offline) is offline
+
+
+# -- chat calls --------------------------------------------------------------------------------
+
+
+async def test_a_chat_call_waits_for_the_slot_and_its_timeout_starts_when_it_is_sent(threaded_bundle, fake_openai):
+    fake_openai.script(Reply(content="first", delay=0.3, chunk_chars=2), Reply(content="second"))
+    gate = gate_for(threaded_bundle)
+    one = gate.calls(model_for(fake_openai), priority=FOREGROUND)
+    # Its timeout (0.5 s) is shorter than its wait at the gate behind the first call (about 1 s):
+    # counted from the request, it never fires.
+    two = gate.calls(model_for(fake_openai, timeout=0.5), priority=FOREGROUND)
+    first = asyncio.create_task(complete(one, messages=USER))
+    await asyncio.sleep(0.1)
+    second = await complete(two, messages=USER)
+    assert (await first).content == "first" and second.content == "second"
+    assert gate.stats.chat_calls == 2 and gate.stats.chat_max_wait > 0.5
+
+
+# -- background calls --------------------------------------------------------------------------
+
+
+async def test_background_work_waits_while_a_turn_runs(threaded_bundle, fake_openai):
+    fake_openai.script(Reply(content="dreamt"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle)
+    turn = asyncio.create_task(hold_turn(gate, model, 0.6))
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    dream = asyncio.create_task(complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER))
+    await asyncio.sleep(0.3)
+    state = await asyncio.to_thread(gate.state, model)
+    assert state.turns == 1 and state.queued == ("dream",) and state.describe_queued() == "1 queued (dream)"
+    assert fake_openai.chat_requests == []  # nothing sent while the turn runs
+    assert (await dream).content == "dreamt"
+    assert time.monotonic() - started >= 0.5
+    await turn
+    assert (await asyncio.to_thread(gate.state, model)).queued == ()
+
+
+async def test_background_work_waits_a_little_longer_after_a_turn(threaded_bundle, fake_openai):
+    fake_openai.script(Reply(content="dreamt"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle, after_turn=0.6)
+    kept = gate.keep(await mark(gate, model), name="t")
+    await gate.end_turn(kept)
+    ended = time.monotonic()
+    assert (await complete(gate.calls(model, priority=BACKGROUND), messages=USER)).content == "dreamt"
+    assert time.monotonic() - ended >= 0.5
+
+
+async def test_a_turn_preempts_a_running_background_call_which_asks_again_without_repeating(threaded_bundle, fake_openai):
+    # Five seconds of dribbling text: the server notices a closed connection at its next write.
+    slow = RawStream([chunk({"content": "half "})] + [Pause(0.1), chunk({"content": "."})] * 50)
+    fake_openai.script(slow, Reply(content="chat answer"), Reply(content="whole dream"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle)
+    dream = asyncio.create_task(complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER))
+    while not fake_openai.chat_requests:
+        await asyncio.sleep(0.02)
+    held = await mark(gate, model)
+    started = time.monotonic()
+    answer = await complete(gate.calls(model, priority=FOREGROUND), messages=USER)
+    waited = time.monotonic() - started
+    assert answer.content == "chat answer" and waited < 2  # not behind the 5 s background stream
+    assert fake_openai.wait_for_disconnect(2)  # the background stream was closed: the server is free
+    await gate.keep(held, name="t").end()
+    assert (await dream).content == "whole dream"  # asked again from the start, delivered once
+    assert gate.stats.preempted == 1 and len(fake_openai.chat_requests) == 3
+
+
+async def test_a_background_call_gives_up_after_its_longest_wait(threaded_bundle, fake_openai):
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle, background_max_wait=0.3)
+    held = await mark(gate, model)
+    with pytest.raises(ModelUnavailable, match="busy with chat.*MODEX_BACKGROUND_MAX_WAIT"):
+        await complete(gate.calls(model, priority=BACKGROUND, label="review"), messages=USER)
+    assert fake_openai.chat_requests == [] and gate.stats.gave_up == 1
+    await gate.keep(held, name="t").end()
+
+
+async def test_a_dead_holders_slot_and_mark_block_only_until_they_expire(threaded_bundle, fake_openai):
+    fake_openai.script(Reply(content="after"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle, hold_ttl=0.4)
+    ep = endpoint_id(model)
+    for name, holder in ((f"gate.{ep}.slot.0", "chat|x|dead"), (f"gate.{ep}.turn.dead", "turn|dead")):
+        await run_blocking(acquire_lease, kv=threaded_bundle.kv, scope=GlobalScope(), name=name, ttl=0.4, holder=holder)
+    started = time.monotonic()
+    assert (await complete(gate.calls(model, priority=BACKGROUND), messages=USER)).content == "after"
+    assert 0.3 < time.monotonic() - started < 3
+    assert await run_blocking(threaded_bundle.kv.list, GlobalScope(), prefix=f"lease.gate.{ep}.") == []  # tidied up
+
+
+# -- across processes --------------------------------------------------------------------------
+
+
+def test_a_turn_in_another_process_defers_background_work_here(tmp_path, fake_openai):
+    """Chat runs in daphne, background work in the task worker: the gate lives in the shared
+    stores (here the file backend's directory), so a turn mark taken by another process holds
+    this process's background call back until that turn ends."""
+    root = tmp_path / "memory"
+    fake_openai.script(Reply(content="dreamt"))
+    model = model_for(fake_openai)
+    holder = textwrap.dedent(f"""
+        import asyncio, sys, django, os
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "modex_web.settings_test")
+        django.setup()
+        from agents.llm.openai import OpenAIChatModel
+        from agents.runtime.gate import ModelGate
+        from memory.stores.registry import open_bundle
+        async def main():
+            gate = ModelGate(kv=open_bundle("file", root={str(root)!r}).kv, hold_ttl=1.0)
+            model = OpenAIChatModel(base_url={fake_openai.url!r}, api_key="k", model="fake-model")
+            kept = gate.keep(gate.mark_turn(model), name="other-process-turn")
+            print("marked", flush=True)
+            await asyncio.sleep(2.0)  # longer than the mark's ttl: it is renewed meanwhile
+            await kept.end()
+        asyncio.run(main())
+    """)
+    process = subprocess.Popen([sys.executable, "-c", holder], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "marked"
+        started = time.monotonic()
+        gate = gate_for(open_bundle("file", root=root))
+        text = asyncio.run(_background(gate, model))
+        waited = time.monotonic() - started
+    finally:
+        process.wait(timeout=30)
+    assert text == "dreamt" and waited >= 1.5
+
+
+async def _background(gate, model):
+    try:
+        return (await complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER)).content
+    finally:
+        await model.aclose()
+
+
+async def test_background_calls_take_the_last_slot_of_a_llamacpp_server_with_several(threaded_bundle, fake_openai):
+    fake_openai.props = {"default_generation_settings": {"n_ctx": 8192}, "total_slots": 2}
+    fake_openai.script(Reply(content="chat"), Reply(content="dream"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle)
+    await complete(gate.calls(model, priority=FOREGROUND), messages=USER)
+    await complete(gate.calls(model, priority=BACKGROUND), messages=USER)
+    chat, dream = (r.json for r in fake_openai.chat_requests)
+    assert (chat["id_slot"], dream["id_slot"]) == (0, 1)  # the chat's cached prompt keeps its slot

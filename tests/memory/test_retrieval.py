@@ -1,0 +1,145 @@
+"""Archive retrieval on every backend: messages ranked by words and meaning, within the caller's
+scope only, kept in step with the store, readable around a handle."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from memory.messages import Message
+from memory.retrieval import text as analysis
+from memory.retrieval.embeddings import WordLlamaEmbedder, encode
+from memory.retrieval.index import InvalidHandle, parse_handle
+from memory.retrieval.service import Retrieval
+from memory.scopes import AgentScope, CompositeScope, UserScope
+from memory.stores.base import ArchiveDocument
+
+ALICE = CompositeScope(AgentScope("default"), UserScope("alice"))
+BOB = CompositeScope(AgentScope("default"), UserScope("bob"))
+DAY = datetime(2023, 5, 8, 9, 0, tzinfo=UTC)
+
+
+def document(session: str, *texts: str, day: int = 0, roles=("user", "assistant")) -> ArchiveDocument:
+    messages = tuple(
+        Message(role=roles[i % len(roles)], content=text, created_at=DAY + timedelta(days=day, minutes=i)).with_seq(i + 1)
+        for i, text in enumerate(texts)
+    )
+    return ArchiveDocument(session=f"session:{session}", summary="", messages=messages, title=f"About {session}")
+
+
+def put(bundle, scope, *docs):
+    return [bundle.archive.put(scope, d) for d in docs]
+
+
+@pytest.fixture
+def words_only(bundle):
+    return Retrieval(archive=bundle.archive, embedder=None)
+
+
+@pytest.fixture
+def hybrid(bundle):
+    return Retrieval(archive=bundle.archive, embedder=WordLlamaEmbedder())
+
+
+def texts(hits):
+    return [h.message.text for h in hits]
+
+
+def test_analysis_stems_and_drops_stop_words():
+    assert analysis.terms("What did I say about moving to Porto?") == ["move", "porto"]
+    assert analysis.terms("She moved; they are moving; he moves") == ["move", "move", "move"]
+    assert analysis.query_terms("what did you do") == []
+    assert analysis.query_terms("Lisb") == [("lisb", "lisb")]
+
+
+def test_words_rank_messages_and_stop_words_match_nothing(bundle, words_only):
+    put(bundle, ALICE,
+        document("a", "I moved to Porto last spring.", "How do you like Porto?", "The weather is nice."),
+        document("b", "My sister Ana is a nurse in Braga.", "What does she enjoy?", day=3))
+    hits = words_only.search(ALICE, "Where did I move?")
+    assert texts(hits) == ["I moved to Porto last spring."]
+    assert hits[0].message.role == "user" and hits[0].message.created_at == DAY and hits[0].matched == ("move",)
+    assert texts(words_only.search(ALICE, "Ana's job, is she a nurse?"))[0] == "My sister Ana is a nurse in Braga."
+    assert words_only.search(ALICE, "what did you say to me then") == []
+    assert texts(words_only.search(ALICE, "lisb")) == []
+    assert texts(words_only.search(ALICE, "brag")) == ["My sister Ana is a nurse in Braga."]  # a word begun
+
+
+def test_another_users_archive_changes_neither_hits_nor_scores(bundle, words_only):
+    put(bundle, ALICE, document("a", "We talked about kayaks.", "And about lanterns.", "Kayaks and lanterns again."))
+    before = [(h.message.handle, h.score, h.words) for h in words_only.search(ALICE, "kayaks lanterns", limit=5)]
+    put(bundle, BOB, *[document(f"b{i}", "kayaks kayaks kayaks", "lanterns?") for i in range(15)])
+    after = [(h.message.handle, h.score, h.words) for h in words_only.search(ALICE, "kayaks lanterns", limit=5)]
+    assert after == before and len(before) == 3
+    assert {h.message.session for h in words_only.search(BOB, "kayaks", limit=20)} == {f"session:b{i}" for i in range(15)}
+
+
+def test_meaning_finds_what_words_miss(bundle, hybrid, words_only):
+    put(bundle, ALICE, document("a", "We relocated to the coast in March.", "The kids started a new school.",
+                                "I bought a red bicycle yesterday."))
+    assert words_only.search(ALICE, "moving house") == []
+    found = hybrid.search(ALICE, "moving house")
+    assert found and found[0].message.text == "We relocated to the coast in March." and found[0].words is None
+    assert found[0].similarity >= hybrid.min_similarity
+    assert "bicycle" not in " ".join(texts(found))
+
+
+def test_stored_vectors_of_the_model_are_used_and_other_models_ignored(bundle):
+    embedder = WordLlamaEmbedder()
+    [doc] = put(bundle, ALICE, document("a", "alpha", "beta"))
+    planted = np.zeros((2, embedder.dimensions), dtype=np.float32)
+    planted[0, 1] = 1.0  # "alpha" points elsewhere,
+    planted[1, 0] = 1.0  # "beta" exactly where the query vector will
+    bundle.archive.put_vectors(ALICE, doc.id, model=embedder.model, vectors=encode(planted))
+
+    class Fixed:
+        model, dimensions = embedder.model, embedder.dimensions
+
+        def embed(self, texts):
+            out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+            out[:, 0] = 1.0
+            return out
+
+    hits = Retrieval(archive=bundle.archive, embedder=Fixed()).search(ALICE, "zzz")
+    assert texts(hits) == ["beta"]  # the stored vector, not one made in memory
+    bundle.archive.put_vectors(ALICE, doc.id, model="another-model", vectors=encode(planted))
+    # Vectors of another model are ignored: both messages are embedded afresh, and alike.
+    again = Retrieval(archive=bundle.archive, embedder=Fixed()).search(ALICE, "zzz")
+    assert sorted(texts(again)) == ["alpha", "beta"]
+
+
+def test_the_index_follows_documents_added_and_removed(bundle, words_only):
+    [first] = put(bundle, ALICE, document("a", "The harbour festival is in June."))
+    assert words_only.indexed(ALICE) == 1 and texts(words_only.search(ALICE, "harbour"))
+    [second] = put(bundle, ALICE, document("b", "The harbour was closed for the storm.", day=2))
+    assert len(words_only.search(ALICE, "harbour")) == 2
+    bundle.archive.delete(ALICE, first.id)
+    assert texts(words_only.search(ALICE, "harbour")) == ["The harbour was closed for the storm."]
+    bundle.archive.delete(ALICE, second.id)
+    put(bundle, ALICE, document("c", "Nothing about the sea.", day=3))
+    assert words_only.search(ALICE, "harbour") == [] and words_only.indexed(ALICE) == 1
+
+
+def test_reading_around_a_handle_crosses_documents_of_one_conversation(bundle, words_only):
+    one = document("a", "first", "second", "third")
+    two = ArchiveDocument(session="session:a", summary="", title="About a", messages=tuple(
+        Message(role="user", content=text, created_at=DAY + timedelta(hours=1, minutes=i)).with_seq(4 + i)
+        for i, text in enumerate(["fourth", "fifth"])))
+    other = document("z", "elsewhere")
+    first, second, _ = put(bundle, ALICE, one, two, other)
+    around = words_only.around(ALICE, f"{second.seq}.4", before=2, after=1)
+    assert [m.text for m in around] == ["second", "third", "fourth", "fifth"]
+    assert [m.text for m in words_only.around(ALICE, f"{first.seq}.1", before=5, after=0)] == ["first"]
+    assert words_only.around(ALICE, f"{first.seq}.9") == []
+    assert words_only.around(BOB, f"{first.seq}.1") == []  # another user's scope holds no such handle
+    with pytest.raises(InvalidHandle):
+        words_only.around(ALICE, "../etc")
+    assert parse_handle("#12.37") == (12, 37)
+
+
+def test_excluded_messages_are_left_out_and_the_limit_holds(bundle, words_only):
+    put(bundle, ALICE, document("a", *[f"garden note {i}" for i in range(30)]))
+    hits = words_only.search(ALICE, "garden", limit=7, exclude=lambda m: m.seq % 2 == 0)
+    assert len(hits) == 7 and all(h.message.seq % 2 == 1 for h in hits)
