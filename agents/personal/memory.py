@@ -63,6 +63,10 @@ class AgentNotFound(UserMemoryError):
     """No main agent by that name (subagents have no memory pages)."""
 
 
+class InternalAgent(AgentNotFound):
+    """A main agent declared with ``chat: false``: nobody chats with it, it keeps no one's memory."""
+
+
 class ReadOnlyFile(UserMemoryError):
     """The user may read this file but not change it (SOUL.md, for non-staff users)."""
 
@@ -137,15 +141,20 @@ class AgentMemory:
 
 
 def main_agents() -> tuple[AgentNode, ...]:
-    """The declared main agents, in file order."""
-    return get_declaration().main_agents()
+    """The main agents people talk to, in file order (an internal agent, declared with
+    ``chat: false``, keeps no memory of anyone: nobody chats with it)."""
+    return get_declaration().chat_agents()
 
 
 def main_agent(name: str) -> AgentNode:
-    """The main agent called ``name``; raises AgentNotFound otherwise."""
+    """The main agent called ``name`` that people chat with; raises AgentNotFound otherwise (an
+    internal agent, ``chat: false``, included)."""
     node = get_declaration().find(name) if isinstance(name, str) else None
     if node is None or not node.is_main:
         raise AgentNotFound(f"No agent called {name!r}.")
+    if not node.for_chat:
+        raise InternalAgent(f"The agent {node.name!r} works behind the scenes: nobody chats with it, so it keeps "
+                            "no memory of you.")
     return node
 
 

@@ -29,7 +29,8 @@ def test_home_renders_after_login(client, django_user_model):
     assert response.status_code == 200
     page = response.content.decode()
     assert "ada" in page
-    assert "Chat with default" in page and "Chat with reviewer" in page  # every main agent
+    # Every main agent people talk to; the reviewer works behind the scenes (chat: false).
+    assert "Chat with default" in page and "Chat with reviewer" not in page
     assert "Ada&#x27;s trip plans" in page
     assert "secret" not in page  # one user never sees another's conversations
 
