@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents.chat import service as chat
+from agents.chat.compaction import CompactOutcome, compact_now
 from agents.chat.fragments import EarlierNotFound, earlier_page, page_context
 from memory.highlight import MAX_QUERY_CHARS, contains_all, excerpt, query_words
 from memory.inspection_catalog import entry_text
@@ -123,6 +124,20 @@ def conversation_delete(request: HttpRequest, conversation) -> HttpResponse:
         return redirect("chat:conversation", conversation.pk)
     messages.success(request, f"Deleted “{conversation.title}” and its session memory.")
     return redirect("chat:list")
+
+
+@owned
+@require_POST
+def conversation_compact(request: HttpRequest, conversation) -> HttpResponse:
+    """"Compact now": one cleanup of this conversation, whatever its size; back to the page the
+    form was on (the conversation, or its pruned catalog) with what happened."""
+    try:
+        outcome = compact_now(user=request.user, conversation_id=conversation.pk)
+    except chat.AgentUnavailable as exc:
+        outcome = CompactOutcome(False, str(exc))
+    (messages.success if outcome.done else messages.error)(request, outcome.message)
+    target = "chat:pruned" if request.POST.get("back") == "pruned" else "chat:conversation"
+    return redirect(target, conversation.pk)
 
 
 @owned
