@@ -61,3 +61,23 @@ def test_the_reviewer_has_no_memory_pages_and_the_api_says_why(client, shipped_r
     response = client.get("/api/agents/reviewer/core")
     assert response.status_code == 404 and "works behind the scenes" in response.json()["detail"]
     assert client.get("/api/agents/nobody/core").json()["detail"] == "No such agent."
+
+
+def test_pages_for_users_name_no_presets_settings_files_or_paths(client, owner, shipped_runtime, settings, django_user_model):
+    from django.conf import settings as conf
+
+    conversation = chat.create_conversation(user=owner, agent="default")
+    pages = (reverse("home"), reverse("chat:list"), reverse("memory:index"), reverse("memory:agent", args=["default"]),
+             reverse("memory:archive", args=["default"]), reverse("chat:pruned", args=[conversation.pk]))
+    for page in pages:
+        html = client.get(page).content.decode()
+        for leak in ("main_agent_memory", "subagent_memory", "bot.yml", str(conf.MODEX_WORKSPACE), "MODEX_"):
+            assert leak not in html, (page, leak)
+    # Where the Dream Engine is named, it is said what it is.
+    for page in (reverse("home"), reverse("memory:agent", args=["default"]), reverse("memory:archive", args=["default"])):
+        html = client.get(page).content.decode()
+        assert "Dream Engine" in html and "background" in html, page
+    staff = django_user_model.objects.create_user(username="boss", password="pw-boss-12345", is_staff=True)
+    staff_client = Client()
+    staff_client.force_login(staff)
+    assert "main_agent_memory" in staff_client.get(reverse("home")).content.decode()  # staff still see the preset
