@@ -18,7 +18,7 @@ from benchmarks.common import HIGHER_IS_BETTER, LOWER_IS_BETTER, REPO
 
 PACKAGES = (
     "Django", "channels", "daphne", "openai", "tiktoken", "langchain-core", "openai-agents", "langgraph",
-    "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "websockets",
+    "langgraph-checkpoint", "langgraph-checkpoint-sqlite", "websockets", "bm25s", "PyStemmer", "numpy", "wordllama",
 )
 
 

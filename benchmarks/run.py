@@ -35,10 +35,11 @@ WORKLOADS = {
     "cleanup": "5. Cleanup cost",
     "streaming": "6. Streaming relay",
     "real_model": "7. Real small model",
+    "recall": "8. Archive recall",
 }
 #: Workloads that talk to a real model need longer than the rest (seconds; skipped quickly
 #: when there is no llama-server).
-TIMEOUTS = {"real_model": 2400.0}
+TIMEOUTS = {"real_model": 2400.0, "recall": 1800.0}
 
 
 def run_workload(name: str, *, timeout: float, scratch: Path) -> dict:

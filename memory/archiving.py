@@ -178,7 +178,7 @@ def archived_through(bundle: MemoryStoreBundle, *, session: SessionScope, archiv
     if stored is not None:
         return stored, stored
     key = session.key()
-    covered = [document_last_seq(d) for d in bundle.archive.list_summaries(archive_scope) if d.session == key]
+    covered = [document_last_seq(d) for d in bundle.archive.list_summaries(archive_scope, session=key)]
     return max(covered, default=0), None
 
 

@@ -7,7 +7,8 @@ Construction rejects values that contradict each other (``InvalidMemoryConfig``)
 ``budget_problems()`` checks the window accounting: whether what a cleanup leaves (the compact
 summary and the kept tail) fits beside the memory sections and the reply (else the summary,
 the oldest message, is the first the context drops), whether a cleanup can bring the session
-under the threshold at all, and whether the pruned section can say what it must. The declaration layer reports both
+under the threshold at all, whether the threshold stays below the usable window (the window less
+the reply reserve), and whether the pruned section can say what it must. The declaration layer reports both
 at boot, with the YAML path of the key to change.
 """
 
@@ -94,6 +95,12 @@ class MemoryConfig:
         return min(REPLY_RESERVE_CAP, self.context_window // 8)
 
     @property
+    def usable_window(self) -> int:
+        """The window less the reply reserve: what a request may fill. The threshold must stay
+        below it, or the session outgrows what is sent before a cleanup comes."""
+        return self.context_window - self.reply_reserve
+
+    @property
     def summary_budget(self) -> int:
         """Tokens a compact summary body may take so that summary + kept tail stays below the threshold."""
         return max(96, min(2048, (self.threshold - self.keep) // 2))
@@ -134,6 +141,17 @@ class MemoryConfig:
                     f"the context window ({self.context_window} tokens) cannot hold what a cleanup leaves beside the "
                     f"memory sections and the reply ({listed}: {needed} tokens, {needed - self.context_window} too "
                     "many), so the compact summary would be dropped from the context",
+                )
+            )
+        if self.threshold >= self.usable_window:
+            problems.append(
+                BudgetProblem(
+                    ("compression_threshold",),
+                    f"compression_threshold ({self.threshold}) is not below the usable window ({self.usable_window} "
+                    f"tokens: the window of {self.context_window} less {self.reply_reserve} kept for the reply), so "
+                    "the conversation would outgrow what is sent to the model before any cleanup runs, and the "
+                    "model would silently work from a trimmed copy",
+                    hint=f"Lower compression_threshold below {self.usable_window}, or raise model.context_window.",
                 )
             )
         after = self.keep + self.summary_budget + SUMMARY_HEADER_TOKENS

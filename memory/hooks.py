@@ -106,6 +106,7 @@ class ContextAssembled:
     total_tokens: int
     window: int
     threshold: int
+    session_tokens: int = 0  # the live session's stored tokens: what cleanup compares with threshold
 
 
 @dataclass(frozen=True, slots=True)

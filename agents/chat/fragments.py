@@ -223,6 +223,7 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
         "earlier": earlier,
         "catalogued": history.catalogued,
         "pruned_url": pruned_url,
+        "context_url": reverse("chat:context", args=[conversation.pk]),
         "meter": _meter_from_history(meter, agent),
         "chart": chart_view(meter),
         "running": False,
@@ -268,7 +269,13 @@ def _meter_from_history(history: MeterHistory, agent: AgentNode | None, completi
             threshold=config.threshold if config else 0,
         )
     return meter_view(
-        sections=history.sections, total=last.total, window=last.window, threshold=last.threshold, completion=completion
+        sections=history.sections,
+        total=last.total,
+        window=last.window,
+        threshold=last.threshold,
+        completion=completion,
+        session=last.session,
+        words=history.words,
     )
 
 
@@ -320,6 +327,7 @@ class ChatStream:
         self.agent = agent
         self.session = chat.session_of(conversation)
         self.pruned_url = reverse("chat:pruned", args=[conversation.pk])
+        self.context_url = reverse("chat:context", args=[conversation.pk])
         self._live: str | None = None
         self._shown_calls: set[str] = set()
         self._total = 0
@@ -346,8 +354,15 @@ class ChatStream:
         if isinstance(event, ContextReady):
             history = await chat.arecord_context(session=self.session, event=event)
             self._total, self._window = event.total_tokens, event.window
-            meter = meter_view(sections=event.sections, total=event.total_tokens, window=event.window, threshold=event.threshold)
-            html = partial("meter", meter=meter, oob="true") + partial("chart", chart=chart_view(history), oob="true")
+            meter = meter_view(
+                sections=event.sections,
+                total=event.total_tokens,
+                window=event.window,
+                threshold=event.threshold,
+                session=event.session_tokens,
+                words=history.words,
+            )
+            html = partial("meter", meter=meter, context_url=self.context_url, oob="true") + partial("chart", chart=chart_view(history), oob="true")
             # The meter may follow the step's first text (consumer._text_before_meter): "Writing…" stays.
             return html if self._live is not None else html + status_fragment("Thinking…", "busy")
         if isinstance(event, MessageStored):
@@ -425,7 +440,7 @@ class ChatStream:
         )
         return (
             partial("message_list", oob="true", **context)
-            + partial("meter", meter=context["meter"], oob="true")
+            + partial("meter", meter=context["meter"], context_url=context["context_url"], oob="true")
             + partial("chart", chart=context["chart"], oob="true")
             + composer_fragment(running=running, agent_ok=self.agent is not None)
             + status_fragment("Writing…" if running else "", "busy" if running else "idle")

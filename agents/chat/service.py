@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.chat.sockets import close_conversation_sockets
+from agents.chat.context_view import ContextSnapshot, load_snapshot, record_snapshot, snapshot_of
 from agents.chat.meter import MeterHistory, load_history, record_cleanup, record_context
 from agents.declarations import AgentNode, get_declaration
 from agents.runtime.events import CleanupDone, ContextReady
@@ -298,9 +299,24 @@ def meter_history(*, conversation: Conversation) -> MeterHistory:
     return load_history(kv=services().bundle.kv, session=session_of(conversation))
 
 
+def context_snapshot(*, conversation: Conversation) -> ContextSnapshot | None:
+    """What the conversation's latest model step was sent, by section (agents.chat.context_view)."""
+    return load_snapshot(kv=services().bundle.kv, session=session_of(conversation))
+
+
+def _record_step(session: SessionScope, event: ContextReady) -> MeterHistory:
+    kv = services().bundle.kv
+    history = record_context(kv=kv, session=session, event=event)
+    snapshot = snapshot_of(event, point=history.last)
+    if snapshot is not None:
+        record_snapshot(kv=kv, session=session, snapshot=snapshot)
+    return history
+
+
 async def arecord_context(*, session: SessionScope, event: ContextReady) -> MeterHistory:
-    """Record a ContextReady point in the session's meter history (off the event loop)."""
-    return await run_blocking(record_context, kv=services().bundle.kv, session=session, event=event)
+    """Record a ContextReady point in the session's meter history, and keep the step's request
+    by section for the context viewer (one trip off the event loop)."""
+    return await run_blocking(_record_step, session, event)
 
 
 async def arecord_cleanup(*, session: SessionScope, event: CleanupDone) -> MeterHistory:

@@ -15,4 +15,5 @@ urlpatterns = [
     path("conversations/<str:conversation_id>/pruned/", chat_views.conversation_pruned, name="pruned"),
     path("conversations/<str:conversation_id>/compact/", chat_views.conversation_compact, name="compact"),
     path("conversations/<str:conversation_id>/earlier/", chat_views.conversation_earlier, name="earlier"),
+    path("conversations/<str:conversation_id>/context/", chat_views.conversation_context, name="context"),
 ]

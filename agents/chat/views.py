@@ -17,10 +17,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from agents.chat import service as chat
 from agents.chat.compaction import CompactOutcome, compact_now
+from agents.chat.sections import SECTION_KEYS
 from agents.chat.fragments import EarlierNotFound, earlier_page, page_context
 from memory.highlight import MAX_QUERY_CHARS, contains_all, excerpt, query_words
 from memory.inspection_catalog import entry_text
 from agents.runtime.model_status import capabilities_of, discover_once, memory_work, sizing_of
+
+
+_VIEWABLE = frozenset(key for key, _label in SECTION_KEYS)
 
 
 def _model_facts() -> tuple[bool, str]:
@@ -175,3 +179,22 @@ def conversation_earlier(request: HttpRequest, conversation) -> HttpResponse:
     except EarlierNotFound:
         raise Http404("No such message in this conversation.") from None
     return HttpResponse(html)
+
+
+@owned
+@require_GET
+def conversation_context(request: HttpRequest, conversation) -> HttpResponse:
+    """What the latest model step was sent, by section (agents.chat.context_view). ``?section=``
+    picks one; an htmx request gets that section alone (the meter's viewer), a plain one the
+    whole request on a page of its own with that section open. Owner only, like every view
+    here: staff included, another user's conversation is a 404."""
+    key = request.GET.get("section", "")
+    if key and key not in _VIEWABLE:
+        raise Http404("No such section.")
+    snapshot = chat.context_snapshot(conversation=conversation)
+    section = snapshot.section(key) if snapshot is not None and key else None
+    context = {"conversation": conversation, "snapshot": snapshot, "section": section, "key": key}
+    if request.htmx:
+        return render(request, "chat/fragments.html#context_section", {**context, "dialog": True})
+    context.update(_sidebar(request, conversation.pk))
+    return render(request, "chat/context.html", context)

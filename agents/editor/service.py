@@ -84,6 +84,11 @@ class NodeView:
         return f"{self.node.memory_config.context_window:,}"
 
     @property
+    def usable_text(self) -> str:
+        """The bound a threshold must stay under: the window less the room kept for the reply."""
+        return f"{self.node.memory_config.usable_window:,}"
+
+    @property
     def node_errors(self) -> list[str]:
         return self.errors.get("", [])
 

@@ -219,6 +219,18 @@ async def _cleanup(*, services: Any, scope: SessionScope, agent: Any, user: str,
         stats["dream_failures"] += int(outcome.error is not None)
 
 
+#: The app's archiving triggers are left out of the answering turn: the benchmark archives each
+#: conversation itself when it ends (``conversation_ended``), and queues nothing for a worker.
+APP_ONLY_INSTALLERS = frozenset({"agents.archiving.install"})
+
+
+def answering_installers() -> list[tuple[str, Any]]:
+    """The runtime hook installers of an answering turn: the process's, less ``APP_ONLY_INSTALLERS``."""
+    from agents.runtime.hooks import installers
+
+    return [(name, installer) for name, installer in installers() if name not in APP_ONLY_INSTALLERS]
+
+
 async def ask(
     *, question: Question, history: History, config: EvalConfig, setup: RunSetup, snapshot: Path, scratch: Path
 ) -> dict[str, Any]:
@@ -235,7 +247,9 @@ async def ask(
         agent = agent_for(config, setup.budget, model_name=model.name, offline=setup.offline, instructions=text)
         session = question_conversation(setup, config, history, question)
         started = time.perf_counter()
-        turn = Runtime(services=services).run_turn(agent=agent, user_id=history.id, session=session, text=question.text)
+        turn = Runtime(services=services, installers=answering_installers()).run_turn(
+            agent=agent, user_id=history.id, session=session, text=question.text
+        )
         events = [event async for event in turn]
         wall = time.perf_counter() - started
     finally:

@@ -60,6 +60,7 @@ class ContextReady:
     window: int
     threshold: int
     context: AssembledContext | None = field(default=None, repr=False, compare=False)
+    session_tokens: int = 0  # the live session's stored tokens: what cleanup compares with threshold
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,9 @@ cleanup's kept tail and the memory sections' budgets then follow the real window
 
 An explicit ``compression_threshold``/``keep_tokens``/section budget in bot.yml was chosen for
 the declared window: on a smaller real window it is scaled down in proportion (a threshold
-above the window could never be reached); on a larger one it is kept as written.
+above the window could never be reached), and a threshold that would then reach the usable
+window (the reply's room is a larger share of a small window) is brought just under it, the
+bound boot validation holds the declared one to; on a larger one it is kept as written.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from memory.assembly.assembler import tools_tokens
-from memory.config import MemoryConfig
+from memory.config import REPLY_RESERVE_CAP, MemoryConfig
 from memory.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, count_text
 
 logger = logging.getLogger("agents.runtime.sizing")
@@ -55,6 +57,8 @@ def sized_config(config: MemoryConfig, window: int | None) -> MemoryConfig:
         return None if value is None else int(value * ratio)
 
     threshold = scaled(config.compression_threshold)
+    if threshold is not None:
+        threshold = min(threshold, window - min(REPLY_RESERVE_CAP, window // 8) - 1)
     keep = scaled(config.keep_tokens)
     if threshold is not None and keep is not None and keep >= threshold:
         keep = max(0, threshold - 1)

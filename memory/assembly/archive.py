@@ -5,7 +5,9 @@ Only when the agent's ``archive_enabled`` is on. Within ``config.archive_budget_
 
 1. ``<archive_recall>``: the archived messages most relevant to the user's latest message
    (``memory.retrieval``: BM25 and vectors fused, within this agent's archive of this user),
-   each dated, with its speaker, its conversation's title and a handle that ``archive_read``
+   each with the other half of its exchange (the reply to a request or a question, the
+   request a reply answered: the answer is often in the turn next to the words that match) and,
+   with room left, the turn on its other side; each dated, with its speaker, its conversation's title and a handle that ``archive_read``
    opens. Messages still in the live conversation are left out (they are in context already).
    It takes at most ``RECALL_SHARE`` of the budget; what it leaves goes to the summaries. Hits
    are chosen best first and shown oldest first, so a fact and its later correction read in order.
@@ -19,9 +21,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
+from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, SectionPart
 from memory.assembly.xml import element, wrap
-from memory.retrieval.index import ArchivedMessage, MessageHit
+from memory.retrieval.index import ArchivedMessage
 from memory.retrieval.service import Retrieval
 from memory.stores import textsearch
 from memory.stores.base import ArchiveDocument
@@ -40,6 +42,8 @@ RECALL_SHARE = 0.6
 RECALL_LIMIT = 12
 RECALL_CHARS = 700
 _MIN_RECALL_TOKENS = 48
+#: What recall leaves to the summaries is rounded down to a multiple of this many tokens.
+SUMMARY_BUDGET_STEP = 32
 
 # Documents fetched per store call: summaries are rarely under ~40 tokens, so this covers the
 # budget in one read almost always, without listing the whole archive.
@@ -100,11 +104,22 @@ class ArchiveProvider(MemoryProvider):
         if self._retrieval is not None and ctx.query:
             recall, recalled = self._recall(ctx, int(budget * self._recall_share))
         left = budget - (count_text(recall) + 1 if recall else 0)
+        # The summaries' fit is remembered per budget; what recall leaves changes every turn, so
+        # it is rounded down to a step: a fit is reused across turns at the cost of a few tokens.
+        if recall:
+            left -= left % SUMMARY_BUDGET_STEP
         summaries, documents = self._summaries(scope.key(), ctx, left)
-        text = "\n".join(part for part in (recall, summaries) if part)
+        parts = tuple(
+            SectionPart.of(key=tag, text=part, items=items)
+            for tag, part, items in ((RECALL_TAG, recall, recalled), (TAG, summaries, documents))
+            if part
+        )
+        text = "\n".join(part.text for part in parts)
         if not text:
             return None
-        return Section(name=SECTION_NAME, tag=TAG, text=text, tokens=count_text(text), items=recalled + documents)
+        return Section(
+            name=SECTION_NAME, tag=TAG, text=text, tokens=count_text(text), items=recalled + documents, parts=parts
+        )
 
     # -- recall -------------------------------------------------------------------------------
 
@@ -117,19 +132,34 @@ class ArchiveProvider(MemoryProvider):
             return message.session == current and message.seq in live
 
         hits = self._retrieval.search(
-            ctx.resolved_archive_scope(), ctx.query, limit=self._recall_limit, exclude=in_context
+            ctx.resolved_archive_scope(), ctx.query, limit=self._recall_limit, exclude=in_context, partners=True
         )
         if not hits:
             return "", 0
-        rendered = [(hit, self._hit(hit)) for hit in hits]
-        chosen: list[tuple[MessageHit, str]] = []
+        chosen: list[tuple[ArchivedMessage, str]] = []
+        shown: set[str] = set()
         used = count_text(self._render_recall([]))
-        for hit, text in rendered:  # best first, while they fit
-            cost = count_text(text) + 1
-            if used + cost > budget:
-                continue
-            chosen.append((hit, text))
-            used += cost
+
+        def take(group: list[tuple[ArchivedMessage, str]]) -> None:
+            nonlocal used
+            group = [(message, text) for message, text in group if message.handle not in shown]
+            while group and used + sum(count_text(text) + 1 for _, text in group) > budget:
+                group.pop()  # the last of the group goes first
+            for message, text in group:
+                chosen.append((message, text))
+                shown.add(message.handle)
+                used += count_text(text) + 1
+
+        # Best first, while they fit: each hit with the other half of its exchange; then, with
+        # the room left, the turn on its other side.
+        for hit in hits:
+            group = [(hit.message, self._element(hit.message, hit.matched))]
+            if hit.partner is not None:
+                group.append((hit.partner, self._element(hit.partner, ())))
+            take(group)
+        for hit in hits:
+            if hit.message.handle in shown:
+                take([(m, self._element(m, ())) for m in hit.context if m is not hit.partner])
         if not chosen:
             return "", 0
         text = self._render_recall(chosen)
@@ -138,23 +168,23 @@ class ArchiveProvider(MemoryProvider):
             text = self._render_recall(chosen)
         return (text, len(chosen)) if chosen else ("", 0)
 
-    def _hit(self, hit: MessageHit) -> str:
-        message = hit.message
+    def _element(self, message: ArchivedMessage, matched: tuple[str, ...]) -> str:
         attrs = {
             "handle": message.handle,
             "date": day(message.created_at),
             "speaker": message.name if message.role == "tool" and message.name else message.role,
             "conversation": message.document_title or None,
         }
-        return element("message", excerpt(message, hit.matched), attrs=attrs)
+        return element("message", excerpt(message, matched), attrs=attrs)
 
-    def _render_recall(self, chosen: list[tuple[MessageHit, str]]) -> str:
+    def _render_recall(self, chosen: list[tuple[ArchivedMessage, str]]) -> str:
         note = (
             "Messages from earlier conversations with this user that match their latest message, "
-            "oldest first, each dated when it was said. A later message may correct an earlier one. "
+            "each with the turn it answered or that answered it, oldest first, each dated when it "
+            "was said. A later message may correct an earlier one. "
             f"{self._read_tool} shows the turns around a handle; {self._search_tool} searches for more."
         )
-        ordered = sorted(chosen, key=lambda pair: (pair[0].message.created_at, pair[0].message.seq))
+        ordered = sorted(chosen, key=lambda pair: (pair[0].created_at, pair[0].session, pair[0].seq))
         return wrap(RECALL_TAG, [element("note", note), *(text for _, text in ordered)])
 
     # -- summaries ----------------------------------------------------------------------------

@@ -65,7 +65,11 @@ class AssembledContext:
     account plus ``overhead_tokens`` (message framing, section separators, reply priming).
     ``session_messages`` are the governed copies sent; ``omitted_messages`` counts live
     messages too old for the window; ``truncated`` holds the ids of messages shortened to fit;
-    ``messages_read`` is what the store returned (the cost of the turn).
+    ``messages_read`` is what the store returned (the cost of the turn). ``instructions`` is the
+    instruction text that opens the system message (before the sections); ``session_tokens``
+    the live session's stored tokens when it was read, the quantity cleanup compares with
+    ``threshold`` (it counts every live message, also those too old for the window, and none of
+    the instructions, sections or tools).
     """
 
     messages: list[dict[str, Any]]
@@ -83,12 +87,14 @@ class AssembledContext:
     repairs: tuple[Repair, ...]
     governance: GovernanceReport
     messages_read: int
+    instructions: str = ""
+    session_tokens: int = 0
 
     def figures(self) -> dict[str, Any]:
         """What the meter draws of this context, as the events that report it name it
         (``ContextAssembled`` here, the runtime's ``ContextReady``)."""
         return {"sections": self.account, "total_tokens": self.total_tokens, "window": self.window,
-                "threshold": self.threshold}
+                "threshold": self.threshold, "session_tokens": self.session_tokens}
 
     def event(self, *, session: SessionScope) -> ContextAssembled:
         """The CONTEXT_ASSEMBLED event for this context."""
@@ -307,4 +313,6 @@ class ContextAssembler:
             repairs=tail.repairs,
             governance=tail.governance,
             messages_read=tail.read_count,
+            instructions=instructions,
+            session_tokens=tail.session_tokens,
         )

@@ -29,13 +29,31 @@ from memory.tokens import count_text
 
 
 @dataclass(frozen=True, slots=True)
+class SectionPart:
+    """One element of a section that holds several (a core memory file, the archive's recall or
+    its summaries), for whoever shows the section part by part. ``key`` names it (the file name
+    or the XML tag), ``text`` is exactly that element as it stands in the section's text,
+    ``tokens`` its own count, ``items`` how many things it holds."""
+
+    key: str
+    text: str
+    tokens: int
+    items: int
+
+    @classmethod
+    def of(cls, *, key: str, text: str, items: int) -> SectionPart:
+        return cls(key=key, text=text, tokens=count_text(text), items=items)
+
+
+@dataclass(frozen=True, slots=True)
 class Section:
     """One rendered section of the system prompt.
 
     ``name`` is its line in the token account (e.g. "core memory"), ``tag`` its outermost
     XML tag (informational when a section holds several elements), ``text`` the rendered XML,
     ``tokens`` the token count of ``text``, ``items`` how many things it holds (files,
-    documents, catalog entries).
+    documents, catalog entries). ``parts``, when the section is made of several elements, are
+    those elements in order (their texts joined by newlines are ``text``); empty otherwise.
     """
 
     name: str
@@ -43,11 +61,12 @@ class Section:
     text: str
     tokens: int
     items: int
+    parts: tuple[SectionPart, ...] = ()
 
     @classmethod
-    def of(cls, *, name: str, tag: str, text: str, items: int) -> Section:
+    def of(cls, *, name: str, tag: str, text: str, items: int, parts: tuple[SectionPart, ...] = ()) -> Section:
         """A section whose token count is computed from ``text``."""
-        return cls(name=name, tag=tag, text=text, tokens=count_text(text), items=items)
+        return cls(name=name, tag=tag, text=text, tokens=count_text(text), items=items, parts=parts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
+from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, SectionPart
 from memory.assembly.xml import element
 from memory.core_memory import CORE_FILES, DEFAULT_CAPS, MEMORY, SOUL, USER, core_scope
 from memory.tokens import count_text, truncate_text
@@ -53,14 +53,18 @@ class CoreMemoryProvider(MemoryProvider):
         return section
 
     def _render(self, files: list[str], texts: tuple[str, ...]) -> Section:
-        parts: list[str] = []
-        filled = 0
+        parts: list[SectionPart] = []
         for file, text in zip(files, texts, strict=True):
             cap = self._caps[file]
             if count_text(text) > cap:
                 text = truncate_text(text, cap, marker=_OVER_CAP)
-            if text.strip():
-                filled += 1
             # Newlines around the content keep markdown headings at the start of a line.
-            parts.append(element(CORE_TAGS[file], f"\n{text.strip(chr(10))}\n" if text.strip() else ""))
-        return Section.of(name=SECTION_NAME, tag=CORE_TAGS[SOUL], text="\n".join(parts), items=filled)
+            rendered = element(CORE_TAGS[file], f"\n{text.strip(chr(10))}\n" if text.strip() else "")
+            parts.append(SectionPart.of(key=file, text=rendered, items=1 if text.strip() else 0))
+        return Section.of(
+            name=SECTION_NAME,
+            tag=CORE_TAGS[SOUL],
+            text="\n".join(part.text for part in parts),
+            items=sum(part.items for part in parts),
+            parts=tuple(parts),
+        )

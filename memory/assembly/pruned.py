@@ -3,7 +3,9 @@
 Cleanup moves messages out of the session into the pruned catalog; without this section the
 model would not know they ever existed (a silent hole). Main agents and subagents alike get
 it whenever the catalog is non-empty. Newest entries come first, each with its number (the
-seq ``pruned_lookup`` takes), role, date (``8 May 2023 14:05``, UTC), tools called and a short excerpt, within
+seq ``pruned_lookup`` takes), role, tools called and a short excerpt, and the day (``8 May 2023``,
+UTC) on each entry whose day differs from the entry listed above it (messages of one day mostly
+come together: a date on every entry would cost the tokens of several entries), within
 ``config.pruned_budget_tokens``; the section ends by saying how many older entries are not
 listed. Entries whose seq is still live in the session are skipped: they are in the context
 already (a cleanup that wrote the catalog but did not commit leaves such entries behind).
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.xml import element, excerpt, wrap
-from memory.compression.dates import stamp
+from memory.compression.dates import day
 from memory.compression.pruned import PrunedCatalog, PrunedEntry
 from memory.text import storable
 from memory.tokens import count_text
@@ -70,8 +72,11 @@ class PrunedProvider(MemoryProvider):
         # reading, not its rendering.
         rendered: list[str] = []
         used = count_text(self._render([], total=total, omitted=total, newest_omitted=newest_first[0].seq))
+        above: str | None = None
         for entry in newest_first:
-            text = self._entry(entry)
+            when = day(entry.created_at)
+            text = self._entry(entry, date=when if when != above else None)
+            above = when
             cost = count_text(text) + _JOIN_SLACK
             if used + cost > budget:
                 break
@@ -102,7 +107,7 @@ class PrunedProvider(MemoryProvider):
 
     # -- rendering ----------------------------------------------------------------------------
 
-    def _entry(self, entry: PrunedEntry) -> str:
+    def _entry(self, entry: PrunedEntry, *, date: str | None) -> str:
         message = entry.message
         text = message.content or ""
         if not text.strip() and message.tool_calls:
@@ -113,7 +118,7 @@ class PrunedProvider(MemoryProvider):
         attrs = {
             "seq": entry.seq,
             "role": entry.role,
-            "date": stamp(entry.created_at),
+            "date": date,
             "tools": storable(",".join(entry.tool_names)) or None,
             "kind": message.kind if message.is_compact_summary else None,
         }
@@ -123,7 +128,8 @@ class PrunedProvider(MemoryProvider):
     def _render(entries: list[str], *, total: int, omitted: int, newest_omitted: int | None) -> str:
         note = (
             f"{total} earlier message(s) of this conversation were removed from the context by cleanup. "
-            "The newest are listed first, by number, with their date (UTC) and a short excerpt. "
+            "The newest are listed first, by number, with a short excerpt; an entry without a date "
+            "is from the same day (UTC) as the entry above it. "
             f"Call {LOOKUP_TOOL} with a number to read that message in full."
         )
         children = [element("note", note), *entries]

@@ -50,6 +50,7 @@ class SessionTail:
     reads: int  # store calls
     repairs: tuple[Repair, ...]
     governance: GovernanceReport
+    session_tokens: int = 0  # the live session's stored tokens (from its head): what cleanup compares
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,7 @@ def read_tail(*, store: MessageStore, session: SessionScope, budget: int, policy
         reads,
         tuple(repairs),
         report,
+        head.tokens,
     )
 
 

@@ -42,6 +42,9 @@ RRF_K = 60
 CANDIDATES = 50
 #: A query word that is no term of the scope matches the terms it begins, at most this many.
 MAX_PREFIX_EXPANSION = 16
+#: Values (rows x dimensions) per matrix-vector product of the vector search: below OpenBLAS's
+#: threshold for splitting one product across threads (460,800 in its gemv).
+SIMILARITY_BLOCK_VALUES = 262_144
 MIN_PREFIX = 3
 
 #: Kinds of message that hold nothing said: the compact summary (a digest, archived separately)
@@ -108,6 +111,27 @@ class MessageHit:
     words: float | None = None  # BM25 score, when the words matched
     similarity: float | None = None  # cosine similarity, when the vectors took part
     matched: tuple[str, ...] = ()  # the query's words found in the message
+    #: The turns right before and after it in its conversation (asked with ``partners``).
+    previous: ArchivedMessage | None = None
+    following: ArchivedMessage | None = None
+
+    @property
+    def partner(self) -> ArchivedMessage | None:
+        """The other half of its exchange: the turn after a question or a user's message (what
+        answered it), else the turn before an assistant's message (what it answered). An answer is
+        most often next to the words that match: "Which book did you recommend?" matches the
+        request, and the title is in the reply."""
+        message = self.message
+        if message.role == "user" or message.text.rstrip().endswith("?"):
+            return self.following
+        return self.previous if message.role == "assistant" else None
+
+    @property
+    def context(self) -> tuple[ArchivedMessage, ...]:
+        """Its neighbours, the partner first."""
+        partner = self.partner
+        others = [m for m in (self.previous, self.following) if m is not None and m is not partner]
+        return tuple([partner] if partner is not None else []) + tuple(others)
 
 
 @dataclass
@@ -267,7 +291,11 @@ class ScopeIndex:
         order = positive[np.lexsort((-positive, -scores[positive]))]  # score, then newer row first
         matched: dict[int, set[str]] = {}
         for rows, word in touched:
-            for row in order[np.isin(order, rows)].tolist():
+            # A posting list's rows ascend (rows are numbered as they are added), so a binary
+            # search per candidate finds them: np.isin hashed or sorted the whole list instead,
+            # which for a common word at 100,000 messages cost more than the scoring.
+            at = np.minimum(np.searchsorted(rows, order), len(rows) - 1)
+            for row in order[rows[at] == order].tolist():
                 matched.setdefault(row, set()).add(word)
         return order, scores[order], matched
 
@@ -277,7 +305,15 @@ class ScopeIndex:
         n = len(self.rows)
         if vector is None or not self.dimensions or not n or not np.any(vector):
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
-        similarities = self._vectors[:n] @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        similarities = np.empty(n, dtype=np.float32)
+        # Block by block: over a few thousand rows OpenBLAS splits one product across its threads,
+        # and on busy cores (daphne workers, the task worker) handing work to them and waiting
+        # costs milliseconds, ten times the product itself. Blocks stay on the calling thread.
+        block = max(1, SIMILARITY_BLOCK_VALUES // max(1, query.size))
+        for start in range(0, n, block):
+            stop = min(n, start + block)
+            np.matmul(self._vectors[start:stop], query, out=similarities[start:stop])
         if n > CANDIDATES:
             top = np.argpartition(-similarities, CANDIDATES - 1)[:CANDIDATES]
         else:
@@ -294,8 +330,10 @@ class ScopeIndex:
         limit: int = 10,
         min_similarity: float = 0.5,
         exclude: Callable[[ArchivedMessage], bool] | None = None,
+        partners: bool = False,
     ) -> list[MessageHit]:
-        """The ``limit`` most relevant messages for ``query`` (see the module docstring)."""
+        """The ``limit`` most relevant messages for ``query`` (see the module docstring); with
+        ``partners``, each with the turns next to it (``previous``, ``following``), unless excluded."""
         if limit <= 0:
             return []
         word_rows, word_scores, matched = self.bm25(query)
@@ -318,9 +356,29 @@ class ScopeIndex:
                 words=words_of.get(row),
                 similarity=similarity_of.get(row),
                 matched=tuple(sorted(matched.get(row, ()))),
+                **(self._neighbours(self.rows[row], exclude) if partners else {}),
             )
             for row in best[:limit]
         ]
+
+    def _neighbours(
+        self, message: ArchivedMessage, exclude: Callable[[ArchivedMessage], bool] | None
+    ) -> dict[str, ArchivedMessage | None]:
+        previous, following = self.neighbours(message)
+        if exclude is not None:
+            previous = None if previous is None or exclude(previous) else previous
+            following = None if following is None or exclude(following) else following
+        return {"previous": previous, "following": following}
+
+    def neighbours(self, message: ArchivedMessage) -> tuple[ArchivedMessage | None, ArchivedMessage | None]:
+        """The archived turns right before and right after ``message`` in its conversation."""
+        ordered = self._sessions.get(message.session, [])
+        at = bisect.bisect_left(ordered, (message.seq, -1))
+        if at >= len(ordered) or ordered[at][0] != message.seq:
+            return None, None
+        previous = self.rows[ordered[at - 1][1]] if at > 0 else None
+        following = self.rows[ordered[at + 1][1]] if at + 1 < len(ordered) else None
+        return previous, following
 
     def around(self, handle: str, *, before: int, after: int) -> list[ArchivedMessage]:
         """The messages of the handle's conversation from ``before`` turns before it to ``after``

@@ -400,16 +400,20 @@ class ArchiveStore(ABC):
         ``limit`` keeps the first N of that order (so the newest N when ``newest_first``)."""
 
     def list_summaries(
-        self, scope: Scope, *, after_seq: int | None = None, limit: int | None = None, newest_first: bool = False
+        self, scope: Scope, *, after_seq: int | None = None, limit: int | None = None, newest_first: bool = False,
+        session: str | None = None,
     ) -> list[ArchiveDocument]:
         """``list`` without the history: the same documents in the same order, each with
         ``messages == ()`` and every other field as stored. For callers that show summaries
         (context assembly), so they do not pay for decoding thousands of archived messages;
-        backends override it with a read that skips the messages."""
-        return [
-            replace(document, messages=())
-            for document in self.list(scope, after_seq=after_seq, limit=limit, newest_first=newest_first)
-        ]
+        backends override it with a read that skips the messages. ``session`` (a session scope
+        key) keeps only the documents archived from that session (``limit`` counts those)."""
+        if session is None:
+            listed = self.list(scope, after_seq=after_seq, limit=limit, newest_first=newest_first)
+        else:
+            listed = [d for d in self.list(scope, after_seq=after_seq, newest_first=newest_first) if d.session == session]
+            listed = listed if limit is None else listed[:limit]
+        return [replace(document, messages=()) for document in listed]
 
     @abstractmethod
     def search(self, scope: Scope, query: str, *, limit: int = 10) -> list[ArchiveHit]:

@@ -169,7 +169,7 @@ class SqlArchiveStore(ArchiveStore):
 
     @database_errors
     def list_summaries(self, scope: Scope, *, after_seq: int | None = None, limit: int | None = None,
-                       newest_first: bool = False) -> list[ArchiveDocument]:
+                       newest_first: bool = False, session: str | None = None) -> list[ArchiveDocument]:
         # Only each document's head is read (its JSON before the "messages" list, always the
         # last key, see document_to_record), from a table of its own (ArchiveListing): cutting
         # ``data`` in SQL still made the database load every listed document whole, messages
@@ -177,7 +177,7 @@ class SqlArchiveStore(ArchiveStore):
         connection = connections[self.using]
         q = connection.ops.quote_name
         meta, listing = ArchiveEntry._meta, ArchiveListing._meta
-        pk, seq, key = (f"e.{q(meta.get_field(name).column)}" for name in ("id", "seq", "scope_key"))
+        pk, seq, key, of_session = (f"e.{q(meta.get_field(name).column)}" for name in ("id", "seq", "scope_key", "session"))
         head, entry = (f"l.{q(listing.get_field(name).column)}" for name in ("head", "entry"))
         sql = (f"SELECT {pk}, {head} FROM {q(meta.db_table)} e LEFT JOIN {q(listing.db_table)} l ON {entry} = {pk} "
                f"WHERE {key} = %s")
@@ -185,6 +185,9 @@ class SqlArchiveStore(ArchiveStore):
         if after_seq is not None:
             sql += f" AND {seq} > %s"
             params.append(check_int(after_seq, "after_seq"))
+        if session is not None:
+            sql += f" AND {of_session} = %s"
+            params.append(column_text(str(session), SCOPE_KEY_LENGTH))  # as put() stored it
         sql += f" ORDER BY {seq} DESC" if newest_first else f" ORDER BY {seq}"
         if limit is not None:
             sql += " LIMIT %s"
@@ -201,6 +204,8 @@ class SqlArchiveStore(ArchiveStore):
                 document if document is not None else replace(document_from_record(json.loads(data[pk])), messages=())
                 for (pk, _), document in zip(found, documents, strict=True)
             ]
+        if session is not None:  # the column is cut at its length; the document says the whole key
+            documents = [document for document in documents if document.session == session]
         return documents
 
     @database_errors

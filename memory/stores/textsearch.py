@@ -26,6 +26,8 @@ B = 0.75
 
 
 def fold(text: str) -> str:
+    if text.isascii():  # nothing to decompose, no combining mark: the per-character pass is moot
+        return text.lower()
     decomposed = unicodedata.normalize("NFD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).lower()
 

@@ -143,6 +143,11 @@ async def test_archive_search_returns_ranked_messages_with_their_origin(tmp_path
         said = Message(role="user", content=text, created_at=when + timedelta(days=i)).with_seq(1)
         document = ArchiveDocument(session=f"session:other{i}", summary=text, title=f"Trip talk {i}", messages=(said,))
         stored.append(await off_loop(services.bundle.archive.put, scope, document))
+    asked = Message(role="user", content="Any tips for my Lisbon weekend?", created_at=when + timedelta(days=5)).with_seq(1)
+    answered = Message(role="assistant", content="Take tram 28 early, before the crowds.",
+                       created_at=when + timedelta(days=5, minutes=1)).with_seq(2)
+    exchange = ArchiveDocument(session="session:tips", summary="", title="Tips", messages=(asked, answered))
+    await off_loop(services.bundle.archive.put, scope, exchange)
     events = await turn(runtime, agent, session, "Search the archive for Lisbon")
     [result] = [e for e in events if type(e).__name__ == "ToolFinished"]
     assert result.ok
@@ -158,6 +163,8 @@ async def test_archive_search_returns_ranked_messages_with_their_origin(tmp_path
             assert (int(seq), speaker, title) == (1, "user", document.title)
             assert date == f"{document.messages[0].created_at:%Y-%m-%d}"
     assert "Lisbon trams, Lisbon food and Lisbon hills." in result.content  # the message shown whole
+    # A matched request comes with the reply that answered it, in the order they were said.
+    assert result.content.index("Any tips for my Lisbon weekend?") < result.content.index("Take tram 28 early")
     # archive_read opens the turns around a handle, in this user's archive only.
     reading = await off_loop(services.retrieval.around, scope, f"{stored[2].seq}.1")
     assert [m.text for m in reading] == ["A day trip to Lisbon."]

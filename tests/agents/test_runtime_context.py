@@ -36,4 +36,4 @@ async def test_each_step_reports_the_request_the_model_is_sent(tmp_path):
     assert second.session_messages[-1].role == "tool"  # the second request holds the tool's result
     assert first.messages[0]["role"] == "system" and "archive_search" in {t["function"]["name"] for t in first.tools}
     assert ready[0] == ContextReady(ready[0].step, ready[0].sections, ready[0].total_tokens, ready[0].window,
-                                    ready[0].threshold)  # the figures alone still compare equal
+                                    ready[0].threshold, session_tokens=first.session_tokens)  # the figures alone still compare equal

@@ -213,6 +213,17 @@ def test_explicit_thresholds_scale_down_with_a_smaller_window_and_stay_on_a_larg
     assert sized_config(declared, None) is declared
 
 
+def test_a_scaled_threshold_stays_below_the_usable_window():
+    """15000 of 16384 is below the usable 15360; scaled to 4096 it would be 3750, past the 3584
+    a request may fill there (an eighth of a small window is the reply's): the session would
+    outgrow what is sent before a cleanup. It is brought just under the usable window."""
+    declared = MemoryConfig(context_window=16384, compression_threshold=15000)
+    assert not any("usable window" in p.message for p in declared.budget_problems())
+    small = sized_config(declared, 4096)
+    assert small.threshold == small.usable_window - 1 == 3583
+    assert not any("usable window" in p.message for p in small.budget_problems())
+
+
 # -- replies the server cut off --------------------------------------------------------------------
 
 

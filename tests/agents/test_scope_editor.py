@@ -213,3 +213,39 @@ def test_a_threshold_below_what_a_cleanup_leaves_is_refused(staff_client, bot_fi
     html = response.content.decode()
     assert "a cleanup cannot bring the session under the threshold (10)" in html
     assert bot_file.read_bytes() == original
+
+
+def test_a_threshold_equal_to_the_window_is_refused_with_the_usable_window(staff_client, bot_file):
+    original = bot_file.read_bytes()
+    response = staff_client.post(URL, form_for(bot_file, default__compression_threshold=16384))
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "compression_threshold (16384) is not below the usable window (15360 tokens" in html
+    assert 'name="default.compression_threshold" value="16384"' in html and 'aria-invalid="true"' in html
+    assert bot_file.read_bytes() == original
+    # The bound is said before anyone trips over it.
+    assert "it must stay below 15,360, the window less the room kept for the reply" in staff_client.get(URL).content.decode()
+
+
+def test_a_threshold_at_or_below_keep_tokens_is_refused(staff_client, bot_file):
+    bot_file.write_text(bot_file.read_text().replace("compression_threshold: 12000", "compression_threshold: 12000\n      keep_tokens: 3000", 1))
+    original = bot_file.read_bytes()
+    response = staff_client.post(URL, form_for(bot_file, default__compression_threshold=3000))
+    assert response.status_code == 422
+    assert "keep_tokens (3000) must be below the threshold (3000)" in response.content.decode()
+    assert bot_file.read_bytes() == original
+
+
+def test_a_layer_whose_budgets_do_not_fit_the_window_is_refused(staff_client, bot_file):
+    """On a 4096-token window the archive's budget leaves no room for what a cleanup keeps."""
+    text = bot_file.read_text().replace("context_window: 16384", "context_window: 4096")
+    text = text.replace("compression_threshold: 12000", "compression_threshold: 3000", 1)
+    bot_file.write_text(text.replace("compression_threshold: 6000", "compression_threshold: 1500", 1))
+    state = load_editor(path=bot_file)
+    assert state.agents and not state.problems, state.problems
+    original = bot_file.read_bytes()
+    response = staff_client.post(URL, form_for(bot_file, default__archive_enabled=True))
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "the context window (4096 tokens) cannot hold what a cleanup leaves" in html
+    assert bot_file.read_bytes() == original

@@ -143,3 +143,79 @@ def test_excluded_messages_are_left_out_and_the_limit_holds(bundle, words_only):
     put(bundle, ALICE, document("a", *[f"garden note {i}" for i in range(30)]))
     hits = words_only.search(ALICE, "garden", limit=7, exclude=lambda m: m.seq % 2 == 0)
     assert len(hits) == 7 and all(h.message.seq % 2 == 1 for h in hits)
+
+
+def test_a_hit_names_the_other_half_of_its_exchange(bundle, words_only):
+    put(bundle, ALICE, document(
+        "x", "Any idea for a gift for my dad?", "A good pair of gardening gloves.", "And for my aunt?",
+        roles=("user", "assistant", "user"),
+    ))
+    by_text = {h.message.text: h for h in words_only.search(ALICE, "gift dad gardening gloves aunt", partners=True)}
+    assert by_text["Any idea for a gift for my dad?"].partner.text == "A good pair of gardening gloves."
+    assert by_text["A good pair of gardening gloves."].partner.text == "Any idea for a gift for my dad?"
+    assert by_text["And for my aunt?"].partner is None  # not answered (yet) in the archive
+    assert all(h.partner is None for h in words_only.search(ALICE, "gift dad"))  # only when asked
+
+
+def test_vector_search_over_many_blocks_matches_the_plain_product():
+    """Similarities are computed a block of rows at a time; across block edges they equal the
+    whole matrix times the query, and the nearest rows come out in the same order."""
+    from memory.retrieval.index import SIMILARITY_BLOCK_VALUES, ScopeIndex
+
+    dims = 64
+    rows = 3 * (SIMILARITY_BLOCK_VALUES // dims) + 17  # three whole blocks and a part
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((rows, dims)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    messages = tuple(Message(role="user", content=f"m{i}", created_at=DAY).with_seq(i + 1) for i in range(rows))
+    index = ScopeIndex(dimensions=dims)
+    index.add_document(ArchiveDocument(session="session:v", summary="", messages=messages), vectors)
+    query = vectors[rows - 5] + 0.8 * vectors[SIMILARITY_BLOCK_VALUES // dims]  # near a row in the last and one at an edge
+    query /= np.linalg.norm(query)
+    found, similarities = index.nearest(query, min_similarity=-1.0)
+    expected = vectors @ query
+    best = np.argsort(-expected, kind="stable")[: len(found)]
+    assert found.tolist() == best.tolist() and found[0] == rows - 5
+    assert SIMILARITY_BLOCK_VALUES // dims in found.tolist()
+    assert np.allclose(similarities, expected[found], atol=1e-6)
+    assert np.allclose(np.sort(similarities)[::-1], np.sort(expected)[::-1][: len(found)], atol=1e-6)
+
+
+def test_bm25_says_which_query_words_each_candidate_matched():
+    """The words each ranked message matched, found by binary search in the posting lists, are
+    exactly the query words (or the words they begin) among the message's own terms."""
+    from memory.retrieval.index import ScopeIndex
+
+    rng = np.random.default_rng(11)
+    pool = ["porto", "kayak", "lantern", "harbour", "sister", "nurse", "garden", "bread", "ferry", "cello"]
+    messages = tuple(
+        Message(role="user", content=" ".join(rng.choice(pool, size=int(rng.integers(1, 5)))), created_at=DAY)
+        .with_seq(i + 1)
+        for i in range(400)
+    )
+    index = ScopeIndex(dimensions=None)
+    index.add_document(ArchiveDocument(session="session:w", summary="", messages=messages), None)
+    for query in ("kayak lantern", "harb sister ferry", "cello nurse porto garden", "bread"):
+        order, _, matched = index.bm25(query)
+        assert len(order)
+        for row in order.tolist():
+            own = set(analysis.terms(index.rows[row].text))
+            expected = {word for term, word in analysis.query_terms(query) if set(index._expand(term, word)) & own}
+            assert matched[row] == expected, (query, index.rows[row].text)
+
+
+def test_folding_ascii_text_takes_the_short_way_to_the_same_words():
+    """ASCII text is only lower-cased (no character of it decomposes or combines); any other
+    text is decomposed and stripped of its marks, as before."""
+    import unicodedata
+
+    from memory.stores import textsearch
+
+    def slow(text):
+        return "".join(ch for ch in unicodedata.normalize("NFD", text) if not unicodedata.combining(ch)).lower()
+
+    every_ascii = "".join(chr(i) for i in range(128))
+    for text in (every_ascii, "Moved to PORTO in May, 2023!", "", "tab\tand\nnewline"):
+        assert textsearch.fold(text) == slow(text)
+    assert textsearch.fold("Café Crème in São Paulo") == slow("Café Crème in São Paulo") == "cafe creme in sao paulo"
+    assert textsearch.words("Ünïcode and ASCII") == ["unicode", "and", "ascii"]

@@ -27,18 +27,17 @@ class Command(BaseCommand):
         parser.add_argument("--reembed", action="store_true", help="also store missing vectors")
 
     def handle(self, *args, agent=None, user=None, idle=None, reembed=False, **options):
-        from agents.declarations import get_declaration
         from agents.models import Conversation
-        from agents.runtime.services import get_services
+        from agents.tasks import current_environment
 
         if idle is not None and idle < 0:
             raise CommandError("--idle must be at least 0 minutes")
-        declaration = get_declaration()
+        env = current_environment()
         if agent is not None:
-            node = declaration.find(agent)
+            node = env.find_agent(agent)
             if node is None or not node.is_main:
                 raise CommandError(f"no main agent called {agent!r}")
-        services = get_services()
+        services = env.services
         rows = Conversation.objects.order_by("updated_at")
         if agent is not None:
             rows = rows.filter(agent=agent)
@@ -50,7 +49,7 @@ class Command(BaseCommand):
         messages = 0
         pairs = set()
         for conversation_id, agent_name, owner in rows.values_list("pk", "agent", "owner_id").iterator():
-            node = declaration.find(agent_name)
+            node = env.find_agent(agent_name)
             if node is None or not archiving_on(node):
                 continue
             result = archive_one(

@@ -42,8 +42,8 @@ class ArchiveSearchTool(Tool):
     name = "archive_search"
     description = (
         "Search everything said in your earlier conversations with this user. Returns the matching "
-        "messages, each with its date, speaker, conversation and a handle; archive_read shows the turns "
-        "around a handle."
+        "messages with the turn that answered them (or that they answered), each with its date, speaker, "
+        "conversation and a handle; archive_read shows the turns around a handle."
     )
     parameters = {
         "type": "object",
@@ -54,11 +54,21 @@ class ArchiveSearchTool(Tool):
 
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         scope = archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id)
-        hits = await run_blocking(ctx.services.retrieval.search, scope, args["query"], limit=ARCHIVE_HITS)
+        hits = await run_blocking(
+            ctx.services.retrieval.search, scope, args["query"], limit=ARCHIVE_HITS, partners=True
+        )
         if not hits:
             return f"No archived message matches {args['query']!r}."
-        ordered = sorted(hits, key=lambda hit: (hit.message.created_at, hit.message.seq))
-        return "\n\n".join(_line(hit.message, excerpt(hit.message, hit.matched, width=HIT_CHARS)) for hit in ordered)
+        # Each match with the other half of its exchange (the answer is often the next turn),
+        # in the order they were said; a message shown once.
+        shown: dict[str, str] = {}
+        for hit in hits:
+            shown.setdefault(hit.message.handle, _line(hit.message, excerpt(hit.message, hit.matched, width=HIT_CHARS)))
+            if hit.partner is not None:
+                shown.setdefault(hit.partner.handle, _line(hit.partner, excerpt(hit.partner, (), width=HIT_CHARS)))
+        messages = {m.handle: m for hit in hits for m in (hit.message, hit.partner) if m is not None}
+        ordered = sorted(shown, key=lambda h: (messages[h].created_at, messages[h].session, messages[h].seq))
+        return "\n\n".join(shown[handle] for handle in ordered)
 
 
 class ArchiveReadTool(Tool):

@@ -211,7 +211,7 @@ async def test_a_turn_streams_tokens_meter_and_final_markdown(conversation, owne
     assert after == 0, '"Reply so far" goes back to zero when the reply is whole'
     assert joined.rfind('id="meter-completion"') > joined.rfind("outerHTML:#live-"), "after the final message"
     meter = next(f for f in frames if 'id="meter"' in f)
-    for section in ("seg-system", "seg-tools", "seg-messages", 'class="threshold"'):
+    for section in ("seg-system", "seg-tools", "seg-messages", 'class="size-threshold"', "?section=messages"):
         assert section in meter
     assert 'id="meter-chart" class="meter-chart" hx-swap-oob="true"' in joined
     assert re.search(r'<article class="msg assistant" id="msg-[0-9a-f]+" hx-swap-oob="outerHTML:#live-', joined)

@@ -82,14 +82,31 @@ def test_meter_view_stacks_sections_by_fixed_key_with_threshold():
         SectionAccount("tools", 200, 5),
         SectionAccount("messages", 500, 9),
     )
-    view = meter_view(sections=sections, total=1100, window=4000, threshold=3000, completion=40)
+    view = meter_view(sections=sections, total=1100, window=4000, threshold=3000, completion=40, session=900)
     assert [s.key for s in view.segments] == ["system", "core", "pruned", "tools", "messages", "overhead"]
     assert view.segments[-1].tokens == 100 and view.threshold_left == "75.000%"
     assert view.segments[0].width == "2.500%" and view.completion_width == "1.000%"
     assert not view.over_threshold and view.total_percent == 27.5
+    assert view.session_width == "22.500%" and view.session_percent == 30.0 and view.threshold_anchor == "end"
     assert section_key("available_experiences") == "experiences" and section_key("mystery") == "other"
-    overflow = meter_view(sections=sections, total=5000, window=4000, threshold=3000, completion=1000)
-    assert overflow.over_threshold and overflow.threshold_left == "50.000%"
+    # The counts are said in words; the framing is named for what it is.
+    words = {s.key: s.words for s in view.legend}
+    assert words["core"] == "3 files filled" and words["pruned"] == "4 entries" and words["tools"] == "5 tools"
+    assert words["messages"] == "9 messages" and words["system"] == "" and words["overhead"] == ""
+    assert view.segments[-1].label == "Message framing"
+
+
+def test_the_threshold_is_compared_with_the_conversation_size_not_the_context():
+    """A context past the threshold (instructions, memory and tools count there) is not a
+    conversation past it: only the session's tokens trigger cleanup, and only they are marked."""
+    sections = (SectionAccount("system", 2500, 1), SectionAccount("messages", 1000, 4))
+    big_context = meter_view(sections=sections, total=3572, window=16384, threshold=3000, session=1000)
+    assert not big_context.over_threshold
+    past = meter_view(sections=sections, total=3572, window=16384, threshold=3000, session=3100)
+    assert past.over_threshold and past.session_percent == 103.3
+    overflow = meter_view(sections=sections, total=5000, window=4000, threshold=3000, session=8000)
+    assert overflow.threshold_left == "37.500%" and overflow.session_width == "100.000%"
+    assert meter_view(sections=sections, total=10, window=4000, threshold=400).threshold_anchor == "start"
 
 
 def test_chart_marks_cleanups_between_points():
@@ -97,11 +114,15 @@ def test_chart_marks_cleanups_between_points():
     for total in (500, 900, 1300):
         history = history.with_context(ContextReady(1, (), total, 4096, 1000))
     history = history.with_cleanup(CleanupDone(True, "", 5, 2, 1300, 400, 9, False))
-    history = history.with_context(ContextReady(1, (), 600, 4096, 1000))
+    history = history.with_context(ContextReady(1, (), 600, 4096, 1000, session_tokens=450))
     chart = chart_view(MeterHistory.from_json(history.to_json()))
     assert not chart.empty and len(chart.dots) == 4 and chart.cleanup_count == 1
     xs = [float(d.x) for d in chart.dots]
     assert xs[2] < float(chart.marks[0].x) < xs[3]
     assert chart.threshold_y is not None and "5 messages moved" in chart.marks[0].title
+    assert "conversation 450 tokens, context sent 600" in chart.dots[-1].title
+    # A history written before the size was recorded draws the context's size in its place.
+    legacy = MeterHistory.from_json('{"points": [[1, 1, 1, 700, 4096, 1000]], "sections": [["messages", 600, 3]]}')
+    assert legacy.last.session == -1 and "conversation 700 tokens" in chart_view(legacy).dots[0].title
     assert chart_view(MeterHistory()).empty
     assert MeterHistory.from_json("not json") == MeterHistory()

@@ -86,3 +86,10 @@ def test_hostile_titles_and_summaries_stay_inside(bundle, hostile):
     for document in documents:
         assert list(document) == []
         assert "\x00" not in document.text and document.get("title").startswith(hostile[:3].replace("\x00", ""))
+
+
+def test_the_summaries_are_a_part_of_their_own(bundle):
+    archive(bundle, 2)
+    section = ArchiveProvider().provide(ctx(bundle))
+    [part] = section.parts  # no retrieval here: no recall part
+    assert part.key == "archive_summaries" and part.text == section.text and part.items == 2

@@ -124,8 +124,10 @@ def test_request_order_and_account(bundle, catalog, hooks, assembled_events):
             total_tokens=context.total_tokens,
             window=FULL.context_window,
             threshold=FULL.threshold,
+            session_tokens=context.session_tokens,
         )
     ]
+    assert context.session_tokens == bundle.messages.head(session).tokens
 
 
 def test_disabled_layers_leave_only_what_is_always_on(bundle, catalog):

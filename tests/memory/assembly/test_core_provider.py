@@ -95,3 +95,15 @@ def test_a_file_over_its_cap_is_cut_at_render_time(bundle):
     facts = parse(section.text).find("known_facts").text
     assert count_text(facts.strip()) <= 50
     assert "cut at the file's cap" in facts
+
+
+def test_the_section_is_its_files_in_parts_each_counted(bundle):
+    """The parts (for whoever shows the section file by file) are exactly the section's text."""
+    put(bundle, SOUL, "# Soul\nI am Modex.")
+    put(bundle, USER, "Name: Ada")
+    section = CoreMemoryProvider().provide(ctx(bundle))
+    assert [p.key for p in section.parts] == [SOUL, USER, MEMORY]
+    assert "\n".join(p.text for p in section.parts) == section.text
+    assert [p.items for p in section.parts] == [1, 1, 0] and section.items == 2
+    assert all(p.tokens == count_text(p.text) for p in section.parts)
+    assert section.parts[1].text.startswith("<user_profile>") and "Name: Ada" in section.parts[1].text

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from memory.assembly.pruned import PrunedProvider
-from memory.compression.dates import stamp
+from memory.compression.dates import day
 from memory.config import SUBAGENT_PRESET, MemoryConfig
 from memory.messages import Message, ToolCall
 
@@ -51,7 +51,8 @@ def test_entries_newest_first_with_number_role_time_tools(bundle, catalog):
     assert [e.get("seq") for e in entries] == ["4", "3", "2", "1"]
     assert [e.get("role") for e in entries] == ["assistant", "tool", "assistant", "user"]
     assert entries[2].get("tools") == "web_search" and "called web_search" in entries[2].text
-    assert entries[3].get("date") == stamp(stored[0].created_at)
+    # The day on the first entry listed; the others, written the same day, leave it out.
+    assert entries[0].get("date") == day(stored[3].created_at) and [e.get("date") for e in entries[1:]] == [None] * 3
     assert root.get("total") == "4" and root.get("shown") == "4" and root.find("more") is None
     assert "pruned_lookup" in root.find("note").text
 
@@ -115,7 +116,7 @@ def test_hostile_pruned_messages_stay_inside(bundle, catalog, hostile):
     assert all("\x00" not in (e.text or "") for e in entries)
 
 
-def test_each_entry_shows_the_date_its_message_was_written(bundle, catalog):
+def test_entries_show_the_day_their_messages_were_written_where_it_changes(bundle, catalog):
     session = new_session()
     may = datetime(2023, 5, 8, 14, 5, tzinfo=UTC)
     messages = [
@@ -126,5 +127,6 @@ def test_each_entry_shows_the_date_its_message_was_written(bundle, catalog):
     catalog.write(session, messages)
     section = PrunedProvider(catalog=catalog).provide(ctx(bundle, session))
     entries = parse(section.text).find("pruned_messages").findall("message")
-    assert [e.get("date") for e in entries] == ["11 May 2023 16:05", "8 May 2023 14:06", "8 May 2023 14:05"]
-    assert "date (UTC)" in parse(section.text).find("pruned_messages").find("note").text
+    # The day wherever it changes from the entry above (newest first), else left out.
+    assert [e.get("date") for e in entries] == ["11 May 2023", "8 May 2023", None]
+    assert "same day (UTC)" in parse(section.text).find("pruned_messages").find("note").text

@@ -193,6 +193,21 @@ def test_list_summaries_is_list_without_the_messages(bundle):
     assert bundle.archive.list_summaries(UserScope("nobody")) == []
 
 
+def test_list_summaries_of_one_session(bundle):
+    """``session`` keeps the documents archived from that session, in the same order and form;
+    a key longer than the SQL column (which keeps a cut) still matches only itself."""
+    long_a, long_b = "session:" + "x" * 600 + "a", "session:" + "x" * 600 + "b"
+    put = [bundle.archive.put(U, replace(doc(title=f"d{i}"), session=s))
+           for i, s in enumerate(["session:one", "session:two", "session:one", long_a, long_b, "session:one"])]
+    mine = [replace(d, messages=()) for d in put if d.session == "session:one"]
+    assert bundle.archive.list_summaries(U, session="session:one") == mine
+    assert bundle.archive.list_summaries(U, session="session:one", newest_first=True, limit=2) == mine[::-1][:2]
+    assert bundle.archive.list_summaries(U, session="session:one", after_seq=mine[0].seq) == mine[1:]
+    assert [d.title for d in bundle.archive.list_summaries(U, session=long_a)] == ["d3"]
+    assert bundle.archive.list_summaries(U, session="session:none") == []
+    assert bundle.archive.list_summaries(UserScope("nobody"), session="session:one") == []
+
+
 def test_list_summaries_follows_deletes_and_new_documents(bundle):
     """Summaries are decoded once per stored head (SQL) and listed fresh on every call: a
     deleted document leaves the list and a new one with the same words shows as itself."""

@@ -1,0 +1,173 @@
+"""ArchiveProvider's recall: archived messages that bear on the latest user message, dated,
+within the section's budget, oldest first, never what is still live in the conversation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory.assembly.archive import RECALL_TAG, TAG, ArchiveProvider
+from memory.config import MemoryConfig
+from memory.messages import Message
+from memory.retrieval.service import Retrieval
+from memory.scopes import AgentScope, CompositeScope, SessionScope, UserScope
+from memory.stores.base import ArchiveDocument
+from memory.tokens import count_text
+
+from .helpers import HOSTILE, ctx
+
+ARCHIVE = CompositeScope(AgentScope("default"), UserScope("42"))
+OTHER = CompositeScope(AgentScope("default"), UserScope("43"))
+MAY = datetime(2023, 5, 8, 18, 0, tzinfo=UTC)
+
+
+def conversation(session: str, *turns: str, start: datetime = MAY, first_seq: int = 1) -> ArchiveDocument:
+    messages = tuple(
+        Message(
+            role="user" if i % 2 == 0 else "assistant",
+            content=text,
+            created_at=start + timedelta(minutes=i),
+        ).with_seq(first_seq + i)
+        for i, text in enumerate(turns)
+    )
+    return ArchiveDocument(
+        session=f"session:{session}",
+        summary=f"A conversation about {turns[0][:30]}",
+        title=f"Chat {session}",
+        messages=messages,
+        created_at=start,
+    )
+
+
+@pytest.fixture
+def retrieval(bundle):
+    return Retrieval(archive=bundle.archive, embedder=None)
+
+
+def section(bundle, retrieval, query, *, budget=1200, session=None, live=frozenset(), user="42"):
+    config = MemoryConfig(archive_enabled=True, core_enabled=True, archive_budget_tokens=budget)
+    return ArchiveProvider(retrieval=retrieval).provide(
+        ctx(bundle, session, config=config, user=user, query=query, live_seqs=live)
+    )
+
+
+def recall_part(text: str) -> str:
+    start, end = text.find(f"<{RECALL_TAG}>"), text.find(f"</{RECALL_TAG}>")
+    return text[start:end] if start >= 0 else ""
+
+
+def test_the_message_that_answers_is_recalled_with_its_date_and_speaker(bundle, retrieval):
+    bundle.archive.put(ARCHIVE, conversation(
+        "a1", "I ran the Riverside 10k last Saturday, finished in 52 minutes!",
+        "Congratulations, that is a great time for a first race.",
+    ))
+    bundle.archive.put(ARCHIVE, conversation(
+        "a2", "Can you suggest a pasta recipe with mushrooms?", "Try a creamy mushroom tagliatelle.",
+        start=MAY + timedelta(days=5),
+    ))
+    found = section(bundle, retrieval, "How long did the Riverside race take me?")
+    recall = recall_part(found.text)
+    assert "finished in 52 minutes" in recall
+    assert 'date="8 May 2023"' in recall and 'speaker="user"' in recall
+    assert 'conversation="Chat a1"' in recall and "handle=" in recall
+    assert "mushroom" not in recall  # nothing about the question, nothing recalled
+    assert f"<{TAG}>" in found.text  # the summaries still follow
+    assert found.items >= 1
+
+
+def test_no_query_no_recall_and_the_summaries_alone(bundle, retrieval):
+    bundle.archive.put(ARCHIVE, conversation("a1", "My sister Maya moved to Porto.", "Nice city."))
+    found = section(bundle, retrieval, None)
+    assert f"<{RECALL_TAG}>" not in found.text and f"<{TAG}>" in found.text
+
+
+def test_recalled_messages_read_oldest_first_so_a_correction_comes_last(bundle, retrieval):
+    bundle.archive.put(ARCHIVE, conversation(
+        "late", "Update: the dentist appointment moved to Friday the 19th.", "Noted, Friday the 19th.",
+        start=MAY + timedelta(days=9),
+    ))
+    bundle.archive.put(ARCHIVE, conversation(
+        "early", "My dentist appointment is on Tuesday the 16th.", "I will remember Tuesday the 16th.",
+    ))
+    recall = recall_part(section(bundle, retrieval, "When is my dentist appointment?").text)
+    assert recall.index("Tuesday the 16th") < recall.index("Friday the 19th")
+    assert recall.index('date="8 May 2023"') < recall.index('date="17 May 2023"')
+
+
+def test_messages_still_live_in_the_conversation_are_not_recalled(bundle, retrieval):
+    live = SessionScope("live1")
+    doc = conversation("live1", "The wifi password for the cabin is seagull42.", "Got it.")
+    bundle.archive.put(ARCHIVE, doc)
+    bundle.archive.put(ARCHIVE, conversation(
+        "old", "Last year the cabin wifi password was pelican7.", "Okay.", start=MAY - timedelta(days=300),
+    ))
+    recall = recall_part(section(bundle, retrieval, "cabin wifi password", session=live, live=frozenset({1, 2})).text)
+    assert "pelican7" in recall
+    assert "seagull42" not in recall  # in context already: not repeated
+    recall = recall_part(section(bundle, retrieval, "cabin wifi password", session=live).text)
+    assert "seagull42" in recall  # evicted from the live tail: recalled like any other
+
+
+@pytest.mark.parametrize("budget", [60, 120, 300, 800])
+def test_the_section_stays_within_its_budget_and_recall_within_its_share(bundle, retrieval, budget):
+    for i in range(30):
+        bundle.archive.put(ARCHIVE, conversation(
+            f"c{i}", f"On trip {i} we hiked the Lousa mountains and camped by the river for {i} nights.",
+            "Sounds like a lovely hike.", start=MAY + timedelta(days=i),
+        ))
+    found = section(bundle, retrieval, "the hike in the Lousa mountains", budget=budget)
+    if found is None:
+        return
+    assert found.tokens == count_text(found.text) <= budget
+    recall = recall_part(found.text)
+    if recall:
+        assert count_text(recall) <= int(budget * 0.6)
+
+
+def test_another_users_archive_is_never_recalled(bundle, retrieval):
+    bundle.archive.put(OTHER, conversation("b1", "My bank PIN is 4417, keep it secret.", "I will."))
+    bundle.archive.put(ARCHIVE, conversation("a1", "I like hiking.", "Me too."))
+    found = section(bundle, retrieval, "what is my bank PIN")
+    assert found is None or "4417" not in found.text
+
+
+def test_hostile_archived_text_stays_inside_its_element(bundle, retrieval):
+    for i, hostile in enumerate(HOSTILE):
+        bundle.archive.put(ARCHIVE, conversation(f"h{i}", f"Remember the password {hostile}", "Fine."))
+    text = section(bundle, retrieval, "remember the password", budget=3000).text
+    assert text.count(f"<{RECALL_TAG}>") == 1 and text.count(f"</{RECALL_TAG}>") == 1
+    assert "<system>" not in text and "</known_facts>" not in text
+    assert "\x00" not in text
+
+
+def test_a_matched_request_brings_the_reply_that_answered_it(bundle, retrieval):
+    bundle.archive.put(ARCHIVE, conversation(
+        "k1", "Could you suggest a name for my new kitten?", "How about Biscuit? Short and friendly.",
+        "Thanks, and what about a good tomato variety for a balcony?", "Sungold cherry tomatoes do well in pots.",
+    ))
+    recall = recall_part(section(bundle, retrieval, "What name did you suggest for the kitten?").text)
+    assert "Biscuit" in recall  # the reply shares no word with the question, yet it is the answer
+    assert recall.index("new kitten") < recall.index("Biscuit")  # in the order they were said
+    assert "tomato" not in recall.lower()
+
+
+def test_a_matched_reply_brings_the_request_it_answered_unless_that_is_live(bundle, retrieval):
+    live = SessionScope("k2")
+    bundle.archive.put(ARCHIVE, conversation(
+        "k2", "Which train should I take tomorrow?", "Take the 7:40 Intercity, it is direct to Coimbra.",
+    ))
+    recall = recall_part(section(bundle, retrieval, "the Intercity to Coimbra").text)
+    assert "Which train should I take" in recall and "7:40 Intercity" in recall
+    recall = recall_part(section(bundle, retrieval, "the Intercity to Coimbra", session=live, live=frozenset({1})).text)
+    assert "7:40 Intercity" in recall and "Which train should I take" not in recall
+
+
+def test_a_question_between_peers_brings_the_turn_that_answered_it(bundle, retrieval):
+    # Two people talking: the one in the assistant's place asks, the user answers next.
+    bundle.archive.put(ARCHIVE, conversation(
+        "p1", "I have taken up pottery this spring.", "Pottery! What do you make?",
+        "Mostly small blue bowls, glazed with cobalt.", "Lovely.",
+    ))
+    recall = recall_part(section(bundle, retrieval, "What does she make in pottery?").text)
+    assert "cobalt" in recall
