@@ -240,6 +240,8 @@ def test_a_layer_whose_budgets_do_not_fit_the_window_is_refused(staff_client, bo
     """On a 4096-token window the archive's budget leaves no room for what a cleanup keeps."""
     text = bot_file.read_text().replace("context_window: 16384", "context_window: 4096")
     text = text.replace("compression_threshold: 12000", "compression_threshold: 3000", 1)
+    # The shipped default has the long-term layers on: off here, so switching the archive on is the edit.
+    text = text.replace("archive_enabled: true ", "archive_enabled: false", 1).replace("core_enabled: true ", "core_enabled: false", 1)
     bot_file.write_text(text.replace("compression_threshold: 6000", "compression_threshold: 1500", 1))
     state = load_editor(path=bot_file)
     assert state.agents and not state.problems, state.problems
