@@ -131,6 +131,8 @@ def conversation_pruned(
 def _agent(agent: str):
     try:
         return user_memory.main_agent(agent)
+    except user_memory.InternalAgent as exc:
+        raise HttpError(404, str(exc)) from None
     except user_memory.AgentNotFound:
         raise HttpError(404, "No such agent.") from None
 
@@ -158,6 +160,8 @@ def read_core(request, agent: str):
 def _core_call(fn):
     try:
         return fn()
+    except user_memory.InternalAgent as exc:
+        raise HttpError(404, str(exc)) from None
     except user_memory.AgentNotFound:
         raise HttpError(404, "No such agent.") from None
     except UnknownCoreFile:

@@ -9,6 +9,7 @@ class AgentsConfig(AppConfig):
     def ready(self) -> None:
         # Registers the boot-time validation of config/scopes/bot.yml (manage.py check & co).
         from agents.declarations import checks  # noqa: F401
+        from agents.llm import checks as model_checks  # noqa: F401  (bad model settings stop the boot)
         from agents.runtime.services import inspection_source
         from memory import inspection
 

@@ -125,6 +125,16 @@ class CatalogHit:
     snippet: str
 
 
+def entry_text(entry: PrunedEntry) -> str:
+    """What a search of the catalog looks in: the message's content, reasoning, name and calls
+    (the parts it has, one per line)."""
+    message = entry.message
+    parts = [message.content or "", message.reasoning_content or "", message.name or ""]
+    for call in message.tool_calls:
+        parts += [call.name, call.arguments_json]
+    return "\n".join(part for part in parts if part.strip())
+
+
 def _haystack(entry: PrunedEntry) -> str:
     message = entry.message
     parts = [message.content or "", message.reasoning_content or "", message.name or ""]

@@ -91,17 +91,22 @@ def services() -> MemoryServices:
 
 
 def main_agents() -> tuple[AgentNode, ...]:
-    """The main agents a conversation can be started with, in declaration order."""
-    return get_declaration().main_agents()
+    """The main agents a conversation can be started with, in declaration order (internal
+    agents, declared with ``chat: false``, are not)."""
+    return get_declaration().chat_agents()
 
 
 def resolve_agent(name: str) -> AgentNode:
-    """The main agent called ``name``; raises AgentUnavailable if it is not (or no longer) one."""
+    """The main agent called ``name`` people may chat with; raises AgentUnavailable if it is not
+    (or no longer) one, or if it is internal (``chat: false``)."""
     node = get_declaration().find(name)
     if node is None or not node.is_main:
         raise AgentUnavailable(
             f"The agent {name!r} is not a main agent of the declaration any more; start a new conversation."
         )
+    if not node.for_chat:
+        raise AgentUnavailable(f"The agent {node.name!r} works behind the scenes and is not offered for chat; "
+                               "start a conversation with another agent.")
     return node
 
 

@@ -13,6 +13,7 @@ urlpatterns = [
     path("conversations/<str:conversation_id>/rename/", chat_views.conversation_rename, name="rename"),
     path("conversations/<str:conversation_id>/delete/", chat_views.conversation_delete, name="delete"),
     path("conversations/<str:conversation_id>/pruned/", chat_views.conversation_pruned, name="pruned"),
+    path("conversations/<str:conversation_id>/compact/", chat_views.conversation_compact, name="compact"),
     path("conversations/<str:conversation_id>/earlier/", chat_views.conversation_earlier, name="earlier"),
     path("conversations/<str:conversation_id>/context/", chat_views.conversation_context, name="context"),
 ]

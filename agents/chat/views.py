@@ -16,8 +16,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents.chat import service as chat
+from agents.chat.compaction import CompactOutcome, compact_now
 from agents.chat.sections import SECTION_KEYS
 from agents.chat.fragments import EarlierNotFound, earlier_page, page_context
+from memory.highlight import MAX_QUERY_CHARS, contains_all, excerpt, query_words
+from memory.inspection_catalog import entry_text
 from agents.runtime.model_status import capabilities_of, discover_once, memory_work, sizing_of
 
 
@@ -128,16 +131,40 @@ def conversation_delete(request: HttpRequest, conversation) -> HttpResponse:
 
 
 @owned
+@require_POST
+def conversation_compact(request: HttpRequest, conversation) -> HttpResponse:
+    """"Compact now": one cleanup of this conversation, whatever its size; back to the page the
+    form was on (the conversation, or its pruned catalog) with what happened."""
+    try:
+        outcome = compact_now(user=request.user, conversation_id=conversation.pk)
+    except chat.AgentUnavailable as exc:
+        outcome = CompactOutcome(False, str(exc))
+    (messages.success if outcome.done else messages.error)(request, outcome.message)
+    target = "chat:pruned" if request.POST.get("back") == "pruned" else "chat:conversation"
+    return redirect(target, conversation.pk)
+
+
+@owned
 @require_GET
 def conversation_pruned(request: HttpRequest, conversation) -> HttpResponse:
     """The conversation's pruned catalog: a table of contents (as ``grep "^## \\["``), then
-    every block, escaped."""
+    every block, escaped. ``?q=``: the blocks holding every word searched for (the start of a
+    word is enough), each with an excerpt, matches marked."""
     blocks = chat.pruned_blocks(conversation=conversation)
+    query = " ".join(request.GET.get("q", "").split())[:MAX_QUERY_CHARS]
+    words = query_words(query)
+    hits = [
+        (block, excerpt(entry_text(block.entry), words, limit=320))
+        for block in blocks if contains_all(entry_text(block.entry), words)
+    ]
     context = {
         **_sidebar(request, conversation.pk),
         "conversation": conversation,
         "blocks": blocks,
         "files": sorted({block.entry.path.name for block in blocks}),
+        "q": query,
+        "searched": bool(words),
+        "hits": hits,
     }
     return render(request, "chat/pruned.html", context)
 

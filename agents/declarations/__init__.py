@@ -8,7 +8,8 @@ Public API
 * ``load_declaration(path)`` — load a file; raises ``InvalidDeclaration`` listing every problem.
 * ``validate_text(text, *, source)`` / ``read_declaration(path)`` — never raise for a bad
   file: they return the declaration (or ``None``) and the list of ``DeclarationProblem``.
-* ``Declaration`` (``.agents`` roots, ``.walk()``, ``.find(name)``, ``.main_agents()``),
+* ``Declaration`` (``.agents`` roots, ``.walk()``, ``.find(name)``, ``.main_agents()``,
+  ``.chat_agents()``: the main agents without ``chat: false``),
   ``AgentNode``, ``ModelSettings``, ``Persistence`` — frozen values (``declaration_nodes``).
 
 Each node's ``memory_config`` is a ``memory.config.MemoryConfig``: the preset fixed by the

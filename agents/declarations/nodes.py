@@ -42,6 +42,7 @@ AGENT_KEYS: tuple[str, ...] = (
     "model",
     "memory",
     "subagents",
+    "chat",
 )
 ROOT_KEYS: tuple[str, ...] = ("persistence", "model", "agents")
 PERSISTENCE_KEYS: tuple[str, ...] = ("backend",)
@@ -84,6 +85,8 @@ class AgentNode:
       node's own ``model:`` override, key by key).
     * ``memory_config``: preset by position + the overrides, sized by ``model.context_window``;
       ``experience_enabled`` is ``"experience" in tool_supplements``.
+    * ``chat``: whether people are offered this main agent to chat with (``chat: false`` marks
+      an internal agent, e.g. one that reviews runs); subagents never are.
     """
 
     name: str
@@ -99,10 +102,16 @@ class AgentNode:
     model: ModelSettings
     memory_config: MemoryConfig
     subagents: tuple[AgentNode, ...] = field(default=())
+    chat: bool = True
 
     @property
     def is_main(self) -> bool:
         return self.depth == 0
+
+    @property
+    def for_chat(self) -> bool:
+        """A main agent people may start a conversation with."""
+        return self.is_main and self.chat
 
     @property
     def preset(self) -> str:
@@ -152,6 +161,10 @@ class Declaration:
 
     def main_agents(self) -> tuple[AgentNode, ...]:
         return self.agents
+
+    def chat_agents(self) -> tuple[AgentNode, ...]:
+        """The main agents offered for chat (those without ``chat: false``), in file order."""
+        return tuple(agent for agent in self.agents if agent.chat)
 
     def find(self, name: str) -> AgentNode | None:
         """The node called ``name`` anywhere in the tree (names are unique), or ``None``."""

@@ -104,6 +104,14 @@ class _Walker(NodeReader):
         roots = [
             self.agent(key, value, ("agents",), depth=0, parent=None, model=model) for key, value in agents.values()
         ]
+        if roots and all(root is not None and not root.chat for root in roots):
+            self.add(
+                ProblemCode.INVALID_VALUE,
+                ("agents",),
+                entries["agents"][0],
+                "every main agent has chat: false, so nobody could start a conversation.",
+                hint="Remove chat: false from the agent people should talk to.",
+            )
         return Declaration(
             persistence=persistence,
             model=model if isinstance(model, ModelSettings) else ModelSettings(),
@@ -178,6 +186,7 @@ class _Walker(NodeReader):
         if "model" in entries and model is not None:
             model = self.model_block(entries["model"][1], (*path, "model"), base=model)
         overrides = self.memory(entries, path, depth)
+        chat = self.chat_flag(entries, path, depth)
         children = []
         if "subagents" in entries:
             subs = self.mapping(entries["subagents"][1], (*path, "subagents"), allowed=None, what="subagents")
@@ -187,7 +196,7 @@ class _Walker(NodeReader):
                         sub_key, sub_node, (*path, "subagents"), depth=depth + 1, parent=name, model=model
                     )
                     children.append(child)
-        if not valid or SKIP in (tools, supplements, overrides) or model is None or None in children:
+        if not valid or SKIP in (tools, supplements, overrides, chat) or model is None or None in children:
             return None
         config = self.memory_config(entries, path, key, depth, overrides, supplements, model)
         if config is None:
@@ -206,7 +215,24 @@ class _Walker(NodeReader):
             model=model,
             memory_config=config,
             subagents=tuple(children),
+            chat=chat,
         )
+
+    def chat_flag(self, entries: dict, path: Path, depth: int) -> bool | object:
+        """``chat:`` (main agents only): false keeps the agent out of the chat pages."""
+        if "chat" not in entries:
+            return True
+        key_node, value_node = entries["chat"]
+        if depth > 0:
+            self.add(
+                ProblemCode.INVALID_VALUE,
+                (*path, "chat"),
+                key_node,
+                "chat applies to main agents only: a subagent is never offered for chat.",
+                hint="Remove it from the subagent.",
+            )
+            return SKIP
+        return self.boolean(value_node, (*path, "chat"))
 
     def tools(self, entries: dict, path: Path, depth: int) -> tuple | object:
         if "tools" not in entries:

@@ -82,6 +82,8 @@ OFFLINE_REVIEW_MARKER = REVIEW_MARKER
 SUMMARY_SECTIONS = summary.SUMMARY_SECTIONS
 
 
+_TAGS = re.compile(r"</?[A-Za-z_][\w.-]*(?:\s[^<>]*)?/?>")
+_FRAGMENT = re.compile(r"[<>\"\u201c\u201d]|\u2026")
 _GREETING = re.compile(r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|hallo|bonjour)\b", re.IGNORECASE)
 
 
@@ -244,13 +246,20 @@ class OfflineChatModel:
         lines: list[str] = []
         seen: set[str] = set()
         for line in facts.lines_of(profile) + facts.lines_of(known):
-            if facts.normalize(line) not in seen:
-                seen.add(facts.normalize(line))
+            # One fact said two ways ("My favourite colour is green" in MEMORY.md, "User's
+            # favourite colour is green" in USER.md) is listed once.
+            keys = {facts.normalize(line)} | {facts.normalize(f.text) for f in facts.extract_facts(line)}
+            if not keys & seen:
+                seen.update(keys)
                 lines.append(line)
         kinds = {f.kind for line in lines for f in facts.extract_facts(line) if f.single_valued}
         for _, text in others:
-            for fact in facts.extract_facts(text):
+            # The context's own markup (the pruned catalog's <message> tags, ...) is not part of
+            # any fact; a line that still carries a quote or a bracket is a fragment, not a fact.
+            for fact in facts.extract_facts(_TAGS.sub("\n", text)):
                 if fact.file == facts.SOUL_FILE or facts.normalize(fact.text) in seen:
+                    continue
+                if _FRAGMENT.search(fact.text):
                     continue
                 if fact.single_valued and fact.kind in kinds:
                     continue

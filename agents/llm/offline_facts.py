@@ -270,32 +270,81 @@ def _match_facts(sentence: str) -> list[Fact]:
     return [fact for _, fact in sorted(found, key=lambda item: item[0])]
 
 
+_OPEN_QUOTE = re.compile(r"[\"\u201c\u2018']\s*$")
+_CLOSE_QUOTE = re.compile(r"[\"\u201d\u2019]")
+
+
 def remembered(text: str) -> str | None:
     """The X of "remember that X" / "remember: X" in ``text``; None for questions such as
-    "do you remember that?"."""
+    "do you remember that?". Quoted ("the user said: “remember that I live in Lisbon” (seq 4)")
+    X ends at its closing quote; a quoted phrase with nothing to keep (a hint such as
+    "try “remember that …”") is no request."""
     for sentence in re.split(r"\n+", text or ""):
-        match = _REMEMBER.search(sentence)
-        if match is None:
-            continue
-        head = sentence[: match.start()]
-        if _QUESTION_START.search(head) or sentence.rstrip().endswith("?"):
-            continue
-        value = re.split(r"(?<!\d)[.!](?:\s|$)", match.group("v"), maxsplit=1)[0]
-        value = clean_value(value, cut_clauses=False)
-        if value:
-            return value
+        for match in _REMEMBER.finditer(sentence):
+            head = sentence[: match.start()]
+            if _QUESTION_START.search(head) or sentence.rstrip().endswith("?"):
+                continue
+            value = match.group("v")
+            if _OPEN_QUOTE.search(head):
+                value = _CLOSE_QUOTE.split(value, maxsplit=1)[0]
+            value = re.split(r"(?<!\d)[.!](?:\s|$)", value, maxsplit=1)[0]
+            value = clean_value(value, cut_clauses=False)
+            if re.search(r"\w", value):
+                return value
     return None
 
 
+# Where a "remember that" sentence holds a second statement: "and" (or ";", or a comma) before a
+# clause of its own, "I …" or a subject with a verb ("my favourite colour is green", "the standup
+# is at 10"). "I like tea and biscuits" or "the sea and the mountains" stay one.
+_SUBJECT_WORDS = r"(?:my|our|the|his|her|their|your|this|that|it|we|they|he|she|there)"
+_VERBS = (r"(?:is|are|was|were|am|be|been|has|have|had|will|would|can|could|should|must|shall|may|might|"
+          r"lives?|works?|likes?|loves?|prefers?|enjoys?|moved|decided|agreed|needs?|wants?|starts?|ends?|"
+          r"begins?|runs?|meets?|goes|opens?|closes?|'s|'re|'ll)")
+_CLAUSE_START = (rf"(?:i\b|i'm\b|i've\b|i'd\b|{_SUBJECT_WORDS}\b(?:\s+[\w'-]+){{0,4}}?\s+{_VERBS}\b)")
+_SPLIT_FACTS = re.compile(rf"\s*(?:;\s*|,?\s+and\s+(?:also\s+)?(?:that\s+)?|,\s*(?:also\s+)?(?:that\s+)?)(?={_CLAUSE_START})",
+                          re.IGNORECASE)
+
+
+def statements(text: str) -> list[str]:
+    """The statements of a "remember that" sentence, each on its own ("I live in Lisbon and my
+    favourite colour is green": two)."""
+    return [part.strip(" ,;") for part in _SPLIT_FACTS.split(text or "") if part.strip(" ,;")]
+
+
+def _whole_attribute(fact: Fact, statement: str) -> Fact:
+    """An attribute asked to be remembered keeps the rest of its statement ("my address is
+    5 Main St, Springfield"): the statement was already split from the others."""
+    if fact.kind != "attribute":
+        return fact
+    at = statement.find(fact.value)
+    whole = clean_value(statement[at:], cut_clauses=False) if at >= 0 else fact.value
+    if not whole.startswith(fact.value) or whole == fact.value:
+        return fact
+    return Fact(kind=fact.kind, file=fact.file, text=fact.text[: len(fact.text) - len(fact.value)] + whole, value=whole)
+
+
 def facts_to_remember(text: str) -> list[Fact]:
-    """What "remember that ``text``" stores: each user-profile fact in it as its own line
-    ("my name is Sam and I live in Porto": two), else one note for MEMORY.md (the text as
-    given)."""
-    facts = [f for f in _match_facts(text) if f.kind != "attribute"]
-    if facts:
-        return facts
-    note = text[:1].upper() + text[1:]
-    return [Fact(kind="note", file=MEMORY_FILE, text=note, value=text)]
+    """What "remember that ``text``" stores: each statement of it as its own line, a user-profile
+    fact normalised as the Dream Engine writes it, so the two never keep one fact twice ("my name
+    is Sam and my favourite colour is green": "Name: Sam", "User's favourite colour is green"), anything
+    else as a note for MEMORY.md, as written ("the deploy is on Friday and the standup is at 10":
+    two notes)."""
+    facts: list[Fact] = []
+    seen: set[str] = set()
+    for part in statements(text):
+        found = [_whole_attribute(f, part) for f in _match_facts(part)]
+        if not found:
+            note = part[:1].upper() + part[1:]
+            found = [Fact(kind="note", file=MEMORY_FILE, text=note, value=part)]
+        for fact in found:
+            if normalize(fact.text) not in seen:
+                seen.add(normalize(fact.text))
+                facts.append(fact)
+    if not facts:
+        note = text[:1].upper() + text[1:]
+        facts.append(Fact(kind="note", file=MEMORY_FILE, text=note, value=text))
+    return facts
 
 
 def fact_to_remember(text: str) -> Fact:

@@ -44,6 +44,15 @@ HOW_TO_ENABLE = (
     "archive_enabled: true, which feeds it) in the agent's memory: block in config/scopes/bot.yml, "
     "or ask a staff member to switch it on in the scope editor (/scopes/); then restart Modex."
 )
+#: The same, for people who cannot act on the configuration (no file names, no settings).
+CORE_OFF = ("Core memory is off for this agent: it keeps nothing about you from one conversation to the "
+            "next. A staff member can switch it on.")
+
+
+def how_to_enable(*, user) -> str:
+    """Why core memory is off and what to do, in words ``user`` can act on: staff get the
+    setting and where it lives, everyone else who can switch it on."""
+    return HOW_TO_ENABLE if getattr(user, "is_staff", False) else CORE_OFF
 
 
 class UserMemoryError(Exception):
@@ -52,6 +61,10 @@ class UserMemoryError(Exception):
 
 class AgentNotFound(UserMemoryError):
     """No main agent by that name (subagents have no memory pages)."""
+
+
+class InternalAgent(AgentNotFound):
+    """A main agent declared with ``chat: false``: nobody chats with it, it keeps no one's memory."""
 
 
 class ReadOnlyFile(UserMemoryError):
@@ -93,6 +106,7 @@ class MemoryItem:
     conversation_id: str  # the conversation it came from, when it is the viewer's and still exists
     conversation: str  # its title
     archived: bool  # it came from an archived conversation (the Dream Engine)
+    source_conversation: str = ""  # the id of the conversation it came from (live or archived)
 
     @property
     def plain(self) -> str:
@@ -122,19 +136,25 @@ class AgentMemory:
     files: tuple[CoreFileView, ...]
     experience_enabled: bool
     experiences: tuple[ExperienceFile, ...]
-    how_to_enable: str = HOW_TO_ENABLE
+    how_to_enable: str = HOW_TO_ENABLE  # for staff and scripts: the setting and where it lives
+    core_off: str = CORE_OFF  # for everyone else
 
 
 def main_agents() -> tuple[AgentNode, ...]:
-    """The declared main agents, in file order."""
-    return get_declaration().main_agents()
+    """The main agents people talk to, in file order (an internal agent, declared with
+    ``chat: false``, keeps no memory of anyone: nobody chats with it)."""
+    return get_declaration().chat_agents()
 
 
 def main_agent(name: str) -> AgentNode:
-    """The main agent called ``name``; raises AgentNotFound otherwise."""
+    """The main agent called ``name`` that people chat with; raises AgentNotFound otherwise (an
+    internal agent, ``chat: false``, included)."""
     node = get_declaration().find(name) if isinstance(name, str) else None
     if node is None or not node.is_main:
         raise AgentNotFound(f"No agent called {name!r}.")
+    if not node.for_chat:
+        raise InternalAgent(f"The agent {node.name!r} works behind the scenes: nobody chats with it, so it keeps "
+                            "no memory of you.")
     return node
 
 
@@ -238,7 +258,7 @@ def _items(memory: CoreMemory, state: CoreFileState, *, viewer) -> tuple[MemoryI
             index=index, text=line, who=describe_source(source.by if source else "unknown", viewer=viewer, names=names),
             at=source.at if source else None, said_at=source.said_at if source else None,
             conversation_id=conversation if conversation in titles else "", conversation=titles.get(conversation, ""),
-            archived=bool(source and source.document),
+            archived=bool(source and source.document), source_conversation=conversation,
         ))
     return tuple(items)
 

@@ -65,7 +65,7 @@ def _run(request: HttpRequest, agent: str, file: str | None, action, done: str) 
     except (CoreMemoryEditError, CoreMemoryFull, user_memory.NotConfirmed, user_memory.ReadOnlyFile) as exc:
         messages.error(request, str(exc))
     except CoreMemoryDisabled:
-        messages.error(request, user_memory.HOW_TO_ENABLE)
+        messages.error(request, user_memory.how_to_enable(user=request.user))
     except UnknownCoreFile:
         raise Http404("No such file.") from None
     else:

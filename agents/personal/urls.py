@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from agents.personal import archive_views
 from agents.personal import memory_views as memory_items
 from agents.personal import views as memory_pages
 
@@ -16,6 +17,11 @@ urlpatterns = [
          name="delete_item"),
     path("memory/<str:agent>/files/<str:file>/restore/<int:version>/", memory_items.restore_version, name="restore"),
     path("memory/<str:agent>/forget/", memory_items.forget_everything, name="forget"),
+    path("memory/<str:agent>/archive/", archive_views.archive_index, name="archive"),
+    path("memory/<str:agent>/archive/<str:conversation_id>/", archive_views.archive_conversation,
+         name="archive_conversation"),
+    path("memory/<str:agent>/archive/<str:conversation_id>/forget/", archive_views.archive_forget,
+         name="archive_forget"),
     path("settings/tokens/", memory_pages.token_settings, name="tokens"),
     path("settings/tokens/<int:token_id>/revoke/", memory_pages.revoke_token, name="revoke_token"),
     path("settings/password/", memory_pages.password_change, name="password"),

@@ -108,7 +108,7 @@ def edit_core_file(request: HttpRequest, agent: str, file: str) -> HttpResponse:
             form.add_error(None, str(exc))
         except CoreMemoryDisabled:
             status = 409
-            form.add_error(None, user_memory.HOW_TO_ENABLE)
+            form.add_error(None, user_memory.how_to_enable(user=request.user))
         except UnknownCoreFile:
             raise Http404("No such file.") from None
         else:

@@ -209,12 +209,12 @@ def test_refuses_a_file_changed_since_it_was_loaded(bot_file):
 def test_second_of_two_concurrent_editors_gets_a_conflict(bot_file):
     both_loaded = sha(bot_file)
     write_memory_edits(
-        path=bot_file, expected_sha256=both_loaded, edits=[MemoryEdit("default", "archive_enabled", True)]
+        path=bot_file, expected_sha256=both_loaded, edits=[MemoryEdit("reviewer", "archive_enabled", True)]
     )
     after_first = bot_file.read_bytes()
     with pytest.raises(ScopeFileConflict):
         write_memory_edits(
-            path=bot_file, expected_sha256=both_loaded, edits=[MemoryEdit("reviewer", "archive_enabled", True)]
+            path=bot_file, expected_sha256=both_loaded, edits=[MemoryEdit("default", "compression_threshold", 11000)]
         )
     assert bot_file.read_bytes() == after_first
 
@@ -247,14 +247,14 @@ def test_refuses_to_edit_an_invalid_file(bot_file):
 
 def test_unchanged_edit_does_not_write(bot_file):
     before = os.stat(bot_file).st_mtime_ns
-    result = write(bot_file, MemoryEdit("default", "archive_enabled", False))
+    result = write(bot_file, MemoryEdit("default", "archive_enabled", True))  # as shipped
     assert not result.changed and result.diff == ()
     assert os.stat(bot_file).st_mtime_ns == before
 
 
 def test_keeps_file_mode_and_leaves_no_temp_files(bot_file):
     os.chmod(bot_file, 0o640)
-    result = write(bot_file, MemoryEdit("default", "archive_enabled", True))
+    result = write(bot_file, MemoryEdit("reviewer", "archive_enabled", True))
     assert stat.S_IMODE(os.stat(bot_file).st_mode) == 0o640
     assert result.new_sha256 == sha(bot_file) != result.old_sha256
     assert sorted(p.name for p in bot_file.parent.iterdir()) == ["bot.yml"]
@@ -268,7 +268,7 @@ def test_a_failed_replace_leaves_the_file_untouched(bot_file, monkeypatch):
 
     monkeypatch.setattr(bot_yaml.os, "replace", fail)
     with pytest.raises(OSError):
-        write(bot_file, MemoryEdit("default", "archive_enabled", True))
+        write(bot_file, MemoryEdit("reviewer", "archive_enabled", True))
     assert bot_file.read_bytes() == original
     assert sorted(p.name for p in bot_file.parent.iterdir()) == ["bot.yml"]
 
@@ -276,18 +276,18 @@ def test_a_failed_replace_leaves_the_file_untouched(bot_file, monkeypatch):
 def test_writes_through_a_symlink(tmp_path, bot_file):
     link = tmp_path / "link.yml"
     link.symlink_to(bot_file)
-    write(link, MemoryEdit("default", "archive_enabled", True))
+    write(link, MemoryEdit("default", "compression_threshold", 11000))
     assert link.is_symlink()
-    assert "archive_enabled: true" in bot_file.read_text()
+    assert "compression_threshold: 11000" in bot_file.read_text()
 
 
 def test_the_shipped_file_round_trips(tmp_path):
     path = tmp_path / "bot.yml"
     shutil.copyfile(CORPUS.parents[2] / "config" / "scopes" / "bot.yml", path)
     original = path.read_bytes()
-    for agent in ("default", "reviewer"):
-        write(path, MemoryEdit(agent, "archive_enabled", True), MemoryEdit(agent, "core_enabled", True))
-    write(
-        path, *[MemoryEdit(a, k, False) for a in ("default", "reviewer") for k in ("core_enabled", "archive_enabled")]
-    )
+    # The shipped default has both layers on, the reviewer both off: flip each, then back.
+    write(path, MemoryEdit("default", "core_enabled", False), MemoryEdit("default", "archive_enabled", False))
+    write(path, MemoryEdit("reviewer", "archive_enabled", True), MemoryEdit("reviewer", "core_enabled", True))
+    write(path, MemoryEdit("default", "archive_enabled", True), MemoryEdit("default", "core_enabled", True))
+    write(path, MemoryEdit("reviewer", "core_enabled", False), MemoryEdit("reviewer", "archive_enabled", False))
     assert path.read_bytes() == original

@@ -35,6 +35,10 @@ def test_shipped_declaration_tree(shipped):
     assert [a.name for a in shipped.agents] == ["default", "reviewer"]
     assert [n.name for n in shipped.walk()] == ["default", "researcher", "reviewer"]
     assert shipped.main_agents() == shipped.agents
+    # The reviewer works behind the scenes: a main agent (preset, experience) nobody chats with.
+    assert [a.name for a in shipped.chat_agents()] == ["default"]
+    assert not shipped.find("reviewer").for_chat and shipped.find("default").for_chat
+    assert not shipped.find("researcher").for_chat  # subagents never are
     assert shipped.persistence == Persistence(backend="sqlite")
     assert shipped.model == ModelSettings(provider="offline", name="modex-offline", context_window=16384)
     researcher = shipped.find("researcher")
@@ -45,16 +49,20 @@ def test_shipped_declaration_tree(shipped):
 
 def test_shipped_memory_configs_are_preset_plus_override(shipped):
     default, researcher, reviewer = (shipped.find(n) for n in ("default", "researcher", "reviewer"))
-    assert default.memory_config == MemoryConfig(
-        preset=MAIN_AGENT_PRESET, context_window=16384, compression_threshold=12000, experience_enabled=True
-    )
     assert researcher.memory_config == MemoryConfig(
         preset=SUBAGENT_PRESET, context_window=16384, compression_threshold=6000
     )
     # No memory block: the preset alone, long-term layers off; experience from the supplement.
     assert reviewer.memory_config == MemoryConfig(preset=MAIN_AGENT_PRESET, experience_enabled=True)
-    assert not any(n.memory_config.archive_enabled or n.memory_config.core_enabled for n in shipped.walk())
-    assert default.overrides == {"archive_enabled": False, "core_enabled": False, "compression_threshold": 12000}
+    assert not MemoryConfig(preset=MAIN_AGENT_PRESET).archive_enabled and not MemoryConfig(preset=MAIN_AGENT_PRESET).core_enabled
+    # The shipped file switches both long-term layers on for the agent people talk to, so a fresh
+    # install remembers across conversations; the preset itself keeps them off.
+    assert default.memory_config.archive_enabled and default.memory_config.core_enabled
+    assert default.overrides == {"archive_enabled": True, "core_enabled": True, "compression_threshold": 12000}
+    assert default.memory_config == dataclasses.replace(
+        MemoryConfig(preset=MAIN_AGENT_PRESET, context_window=16384, compression_threshold=12000, experience_enabled=True),
+        archive_enabled=True, core_enabled=True,
+    )
 
 
 def test_supplement_tools_are_name_merged(shipped):
@@ -130,3 +138,34 @@ def test_declaration_records_source_and_digest(bot_file):
     declaration = load_declaration(bot_file)
     assert declaration.sha256 == hashlib.sha256(bot_file.read_bytes()).hexdigest()
     assert declaration.source.endswith("bot.yml")
+
+
+def test_chat_false_keeps_a_main_agent_out_of_chat():
+    text = """
+agents:
+  helper:
+    instructions: Talk to people.
+  auditor:
+    chat: false
+    instructions: Review runs.
+"""
+    declaration, problems = validate_text(text, source="t.yml")
+    assert problems == []
+    assert [a.name for a in declaration.main_agents()] == ["helper", "auditor"]
+    assert [a.name for a in declaration.chat_agents()] == ["helper"]
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "words"),
+    [
+        ("agents:\n  a:\n    chat: false\n", "agents", "nobody could start a conversation"),
+        ("agents:\n  a:\n    chat: maybe\n", "agents.a.chat", ""),
+        ("agents:\n  a:\n    subagents:\n      b:\n        chat: false\n", "agents.a.subagents.b.chat",
+         "main agents only"),
+    ],
+)
+def test_chat_flag_problems_name_their_place(text, path, words):
+    declaration, problems = validate_text(text, source="t.yml")
+    assert declaration is None
+    assert [p.path for p in problems] == [path]
+    assert words in problems[0].message

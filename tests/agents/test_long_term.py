@@ -173,7 +173,8 @@ async def test_archive_search_returns_ranked_messages_with_their_origin(tmp_path
 
 
 async def test_layers_off_mean_no_archive_and_no_dream(tmp_path, backend):
-    agent = agent_node(context_window=8192, compression_threshold=600, keep_tokens=120)
+    agent = agent_node(context_window=8192, compression_threshold=600, keep_tokens=120, archive_enabled=False,
+                       core_enabled=False)
     runtime, services, env, model = setup(tmp_path, backend, agent)
     session = SessionScope("lt-off")
     await talk_until_cleanup(runtime, agent, session)

@@ -27,10 +27,11 @@ BACKENDS = ["file", pytest.param("sqlite", marks=pytest.mark.django_db(transacti
 
 
 def agent_node(name="default", **memory):
+    """The shipped agent with its long-term layers as the preset keeps them (off), unless asked:
+    these tests are about the loop itself (the shipped file switches them on for ``default``)."""
     node = load_declaration(REPO / "config" / "scopes" / "bot.yml").find(name)
-    if memory:
-        node = replace(node, memory_config=replace(node.memory_config, **memory))
-    return node
+    memory = {"archive_enabled": False, "core_enabled": False, **memory}
+    return replace(node, memory_config=replace(node.memory_config, **memory))
 
 
 @pytest.fixture(params=BACKENDS)

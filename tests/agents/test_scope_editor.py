@@ -88,9 +88,11 @@ def test_page_lists_the_tree_with_presets_and_effective_config(staff_client, bot
     for text in ("default", "researcher", "reviewer", "main_agent_memory", "subagent_memory", "12,000", "6,000"):
         assert text in html
     assert html.index("default") < html.index("researcher") < html.index("reviewer")
-    # Archive off: core memory is greyed out and disabled.
-    core = re.search(r'<input[^>]*name="default.core_enabled"[^>]*>', html).group(0)
+    # Archive off (the reviewer): core memory is greyed out and disabled; on (default): free.
+    core = re.search(r'<input[^>]*name="reviewer.core_enabled"[^>]*>', html).group(0)
     assert "disabled" in core
+    core = re.search(r'<input[^>]*name="default.core_enabled"[^>]*>', html).group(0)
+    assert "disabled" not in core and "checked" in core
     assert 'name="researcher.archive_enabled"' not in html  # subagents get a threshold only
     assert 'name="researcher.compression_threshold" value="6000"' in html
     assert 'placeholder="12,288 (preset)"' in html  # reviewer: no threshold override
@@ -98,15 +100,15 @@ def test_page_lists_the_tree_with_presets_and_effective_config(staff_client, bot
 
 
 def test_saving_writes_the_file_and_shows_banner_and_diff(staff_client, bot_file):
-    response = staff_client.post(URL, form_for(bot_file, default__archive_enabled=True, default__core_enabled=True))
+    response = staff_client.post(URL, form_for(bot_file, default__archive_enabled=False, default__core_enabled=False))
     assert response.status_code == 200
     html = response.content.decode()
     assert "Changes take effect after a restart." in html
     assert f"Saved to {bot_file}." in html
-    assert "diff-add" in html and "archive_enabled: true" in html
+    assert "diff-add" in html and "archive_enabled: false" in html
     config = load_declaration(bot_file).find("default").memory_config
-    assert config.archive_enabled and config.core_enabled
-    assert "      archive_enabled: true   # long-term archive of evicted history\n" in bot_file.read_text()
+    assert not config.archive_enabled and not config.core_enabled
+    assert "      archive_enabled: false    # long-term archive of every conversation, searchable\n" in bot_file.read_text()
 
 
 def test_banner_names_the_repo_relative_path(settings, staff_client, tmp_path, bot_file, monkeypatch):
@@ -238,6 +240,8 @@ def test_a_layer_whose_budgets_do_not_fit_the_window_is_refused(staff_client, bo
     """On a 4096-token window the archive's budget leaves no room for what a cleanup keeps."""
     text = bot_file.read_text().replace("context_window: 16384", "context_window: 4096")
     text = text.replace("compression_threshold: 12000", "compression_threshold: 3000", 1)
+    # The shipped default has the long-term layers on: off here, so switching the archive on is the edit.
+    text = text.replace("archive_enabled: true ", "archive_enabled: false", 1).replace("core_enabled: true ", "core_enabled: false", 1)
     bot_file.write_text(text.replace("compression_threshold: 6000", "compression_threshold: 1500", 1))
     state = load_editor(path=bot_file)
     assert state.agents and not state.problems, state.problems

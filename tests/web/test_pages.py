@@ -29,7 +29,8 @@ def test_home_renders_after_login(client, django_user_model):
     assert response.status_code == 200
     page = response.content.decode()
     assert "ada" in page
-    assert "Chat with default" in page and "Chat with reviewer" in page  # every main agent
+    # Every main agent people talk to; the reviewer works behind the scenes (chat: false).
+    assert "Chat with default" in page and "Chat with reviewer" not in page
     assert "Ada&#x27;s trip plans" in page
     assert "secret" not in page  # one user never sees another's conversations
 
@@ -114,3 +115,21 @@ def test_commands_as_the_readme_writes_them(tmp_path):
     assert bare.returncode == 1
     assert "DJANGO_SECRET_KEY is not set" in bare.stderr and 'make manage ARGS="dream"' in bare.stderr
     assert "Traceback" not in bare.stderr
+
+
+@pytest.mark.django_db
+def test_the_login_hint_names_a_command_that_makes_an_account(client, tmp_path):
+    """The sign-in page's hint is the command a fresh clone can run as written (a bare
+    ``python manage.py`` expects production settings and refuses)."""
+    import os
+    import re
+
+    hint = client.get(reverse("login")).content.decode()
+    [command] = re.findall(r'<code>make manage ARGS=(?:"|&quot;)(createsuperuser)(?:"|&quot;)</code>', hint)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "MODEX_"))}
+    env.update(MODEX_WORKSPACE=str(tmp_path / "workspace"), DJANGO_SUPERUSER_PASSWORD="pw-for-tests-1-long")
+    for args in ("migrate --noinput", f"{command} --noinput --username newcomer --email n@example.com"):
+        made = subprocess.run(["make", "-s", "manage", f"ARGS={args}"], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert made.returncode == 0, made.stderr
+    assert "Superuser created successfully" in made.stdout

@@ -133,7 +133,7 @@ def test_history_shows_the_compact_summary_as_a_card(client_for, owner, conversa
     page = client_for(owner).get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
     assert 'class="msg summary"' in page and "Earlier messages were summarized" in page
     pruned = client_for(owner).get(reverse("chat:pruned", args=[conversation.pk])).content.decode()
-    assert "Table of contents" in pruned and "## [1] user · " in pruned
+    assert "Table of contents" in pruned and "Message 1 · user · " in pruned
     assert 'href="#seq-1"' in pruned and 'id="seq-1"' in pruned
 
 
@@ -190,7 +190,7 @@ def test_the_pruned_page_escapes_everything(client_for, owner, conversation, cha
     page = client_for(owner).get(reverse("chat:pruned", args=[conversation.pk])).content.decode()
     assert "<script>alert" not in page and "<img src=x" not in page and "<i>" not in page
     assert "&lt;script&gt;" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
-    assert page.count("<tr><td>") == 3 and "calls: todo" in page
+    assert page.count("<tr><td>") == 3 and "<td><code>todo</code></td>" in page
 
 
 def test_delete_asks_first_then_removes_session_memory(client_for, owner, conversation, chat_runtime):

@@ -67,13 +67,20 @@ def test_unknown_agents_and_files_are_404(services, owner, client_for, url):
     assert response.status_code == 404
 
 
-def test_core_memory_off_says_how_to_switch_it_on(services, owner, client_for):
+def test_core_memory_off_says_how_to_switch_it_on(services, owner, staff, client_for):
+    # A user reads who can switch it on; settings and file names are for staff.
     body = client_for(owner).get("/memory/plain/").content.decode()
-    assert "Core memory is off" in body and "core_enabled: true" in body and "archive_enabled: true" in body
+    assert "Core memory is off" in body and "A staff member can switch it on." in body
+    for internal in ("core_enabled", "archive_enabled", "bot.yml", "tool_supplements", "main_agent_memory"):
+        assert internal not in body, internal
     assert "<textarea" not in body
     assert "does not learn experiences" in body
     response = post_edit(client_for(owner), "USER.md", "x", 0, agent="plain")
     assert response.status_code == 409 and b"Core memory is off" in response.content
+    assert b"core_enabled" not in response.content
+    staff_body = client_for(staff).get("/memory/plain/").content.decode()
+    assert "core_enabled: true" in staff_body and "archive_enabled: true" in staff_body
+    assert "tool_supplements: [experience]" in staff_body
 
 
 def test_edit_saves_through_compare_and_set_and_records_who(services, owner, client_for):

@@ -156,3 +156,79 @@ async def test_remember_two_facts_then_ask_what_it_knows(tmp_path, backend):
     answer = "".join(e.text for e in events if isinstance(e, ContentChunk))
     assert [line for line in answer.splitlines() if line.startswith("- ")] == [
         "- Name: Sam", "- Previously lived in Lisbon", "- Lives in Porto"]
+
+
+@pytest.mark.parametrize(
+    ("text", "lines"),
+    [
+        ("I live in Lisbon and my favourite colour is green.",
+         [("USER.md", "Lives in Lisbon"), ("USER.md", "User's favourite colour is green")]),
+        ("the deploy is on Friday and the standup is at 10",
+         [("MEMORY.md", "The deploy is on Friday"), ("MEMORY.md", "The standup is at 10")]),
+        ("the meeting is on Monday, the review is on Tuesday; my boss is Kim",
+         [("MEMORY.md", "The meeting is on Monday"), ("MEMORY.md", "The review is on Tuesday"),
+          ("USER.md", "User's boss is Kim")]),
+        # One statement stays one line: lists and objects joined by "and" are not clauses.
+        ("I like tea and biscuits", [("USER.md", "Likes tea and biscuits")]),
+        ("I like the sea and the mountains", [("USER.md", "Likes the sea and the mountains")]),
+        ("we decided to use SQLite and deploy on Friday", [("MEMORY.md", "Decided: use SQLite and deploy on Friday")]),
+        ("my address is 5 Main St, Springfield", [("USER.md", "User's address is 5 Main St, Springfield")]),
+    ],
+)
+async def test_every_statement_of_a_remember_sentence_is_its_own_line(text, lines):
+    completion = await complete(OfflineChatModel(), messages=[{"role": "user", "content": f"Remember that {text}"}],
+                                tools=TOOLS)
+    assert [(c.arguments()["file"], c.arguments()["text"]) for c in completion.tool_calls] == lines
+
+
+def test_a_quoted_or_hinted_remember_is_read_to_its_quote_or_not_at_all():
+    from agents.llm.offline_facts import remembered
+
+    assert remembered("On 8 May the user said: “remember that I live in Lisbon” to MEMORY (seq 4)") == "I live in Lisbon"
+    # The offline model's own hint, quoted back in a transcript, asks nothing.
+    assert remembered("Try “remember that …”, “search the archive for …”, or ask “what do you know about me?”.") is None
+    assert remembered("Do you remember that?") is None
+
+
+async def test_what_do_you_know_about_me_ignores_markup_hints_and_facts_said_twice():
+    system = (
+        "<user_profile>\n- Lives in Lisbon\n- User's favourite colour is green\n</user_profile>\n"
+        "<known_facts>\n- My favourite colour is green\n- The standup is at 10\n</known_facts>\n"
+        "<pruned_catalog><message seq=\"3\">I work at Acme</message><message seq=\"4\">I understood. Try "
+        "“remember that …”, “search the archive for …”, or ask “what do you know about me?”.</message>"
+        "<message seq=\"5\">Saved to USER.md: “Lives in Lisbon” to MEMORY</message></pruned_catalog>"
+    )
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "What do you know about me?"}]
+    completion = await complete(OfflineChatModel(), messages=messages)
+    lines = [line[2:] for line in completion.content.splitlines() if line.startswith("- ")]
+    assert lines == ["Lives in Lisbon", "User's favourite colour is green", "The standup is at 10", "Works at Acme"]
+    for stray in ("</", "”", "“", "…", "MEMORY"):
+        assert stray not in completion.content, stray
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_remembered_statements_come_back_once_each_in_a_new_conversation(tmp_path, backend):
+    """Out of the box (the shipped default agent, archive and core on): what was remembered in
+    one conversation is known, line by line and once each, in the next."""
+    from agents.tasks import arun_recorded_tasks
+    from tests.agents.test_long_term import agent_node
+
+    agent = agent_node()  # the shipped file as it is
+    assert agent.memory_config.archive_enabled and agent.memory_config.core_enabled
+    runtime, services, env = runtime_setup(tmp_path, backend, agent, OfflineChatModel())
+    first = SessionScope("first")
+    for text in ("Hi! My name is Sam.", "Remember that I live in Lisbon and my favourite colour is green.",
+                 "Remember that the deploy is on Friday and the standup is at 10."):
+        await turn(runtime, agent, first, text)
+    await arun_recorded_tasks(environment=env)
+    core = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7")
+    user_lines = (await off_loop(core.read, file=USER)).text.splitlines()
+    assert {"Lives in Lisbon", "User's favourite colour is green"} <= set(user_lines)
+    events = await turn(runtime, agent, SessionScope("second"), "What do you know about me?")
+    answer = "".join(e.text for e in events if isinstance(e, ContentChunk))
+    lines = [line[2:] for line in answer.splitlines() if line.startswith("- ")]
+    assert {"Lives in Lisbon", "User's favourite colour is green", "The deploy is on Friday",
+            "The standup is at 10"} <= set(lines)
+    assert len(lines) == len({line.casefold() for line in lines})  # no repeats
+    for stray in ("</", "”", "“", "…"):
+        assert stray not in answer, stray

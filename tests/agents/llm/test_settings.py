@@ -108,3 +108,30 @@ def test_every_model_variable_is_documented():
     readme = (root / "README.md").read_text()
     assert {"OPENAI_INCLUDE_USAGE", "OPENAI_CONTEXT_WINDOW", "OPENAI_BASE_URL"} <= names
     assert sorted(n for n in names if f"`{n}`" not in readme) == []
+
+
+def test_an_endpoint_without_a_model_is_a_boot_error(monkeypatch):
+    from agents.llm.checks import MODEL_SETTINGS, check_model_settings
+
+    assert check_model_settings() == []
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    [error] = check_model_settings()
+    assert error.id == MODEL_SETTINGS and error.is_serious() and "OPENAI_MODEL" in error.msg
+    monkeypatch.setenv("OPENAI_MODEL", "qwen2.5-7b")
+    assert check_model_settings() == []  # no request is made: the check only reads settings
+
+
+def test_manage_check_refuses_to_boot_without_the_model_name(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[3]
+    env = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    env.update(DJANGO_SETTINGS_MODULE="modex_web.settings_test", MODEX_WORKSPACE=str(tmp_path),
+               OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    done = subprocess.run([sys.executable, "manage.py", "check"], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0
+    assert "modex.E101" in done.stderr and "OPENAI_MODEL is required" in done.stderr

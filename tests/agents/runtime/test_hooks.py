@@ -31,7 +31,9 @@ def backend(request):
 
 def small_agent():
     node = load_declaration(REPO / "config" / "scopes" / "bot.yml").find("default")
-    return replace(node, memory_config=replace(node.memory_config, context_window=4096, compression_threshold=600, keep_tokens=200))
+    # Long-term layers off (as the preset has them; the shipped file turns them on): only cleanup runs.
+    return replace(node, memory_config=replace(node.memory_config, context_window=4096, compression_threshold=600,
+                                               keep_tokens=200, archive_enabled=False, core_enabled=False))
 
 
 async def talk(runtime, agent, session, turns=8):
