@@ -18,7 +18,7 @@ import json
 import logging
 import uuid
 from urllib.parse import urlencode
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -211,7 +211,8 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
     meter = chat.meter_history(conversation=conversation)
     pruned_url = reverse("chat:pruned", args=[conversation.pk])
     shown = list(history.pruned) + list(history.messages)
-    rendered, cut = render_window(message_views(history.messages, pruned=history.pruned), pruned_url=pruned_url)
+    views = message_views(history.messages, pruned=history.pruned)
+    rendered, cut = render_window(views, pruned_url=pruned_url)
     earlier = None
     if history.hidden + cut:
         url = reverse("chat:earlier", args=[conversation.pk]) + "?" + urlencode({"before": shown[cut].id})
@@ -226,6 +227,7 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
         "meter": _meter_from_history(meter, agent),
         "chart": chart_view(meter),
         "running": False,
+        "dom_ids": [view.tool["dom_id"] if view.tool else view.dom_id for view in views[cut:]],
         **LIMIT_CONTEXT,
         "offline": offline,
         "model_name": model_name,
@@ -328,6 +330,10 @@ class ChatStream:
         self._turn = uuid.uuid4().hex[:8]
         self._cleanup_id = "cleanup"
         self._failure: str | None = None
+        self._synced: set[str] = set()  # ids of the messages the last sync rendered
+        #: The meter history once a ContextReady or committed CleanupDone is recorded: the turn
+        #: records each once for all its sockets (agents.chat.turns.LiveTurn.recorded).
+        self.recorded: Callable[[RuntimeEvent], Awaitable[MeterHistory]] = self._record_now
 
     # the turn's events --------------------------------------------------------------------
 
@@ -344,7 +350,7 @@ class ChatStream:
         if isinstance(event, ReasoningChunk):
             return self._chunk("reasoning", event.text)
         if isinstance(event, ContextReady):
-            history = await chat.arecord_context(session=self.session, event=event)
+            history = await self.recorded(event)
             self._total, self._window = event.total_tokens, event.window
             meter = meter_view(sections=event.sections, total=event.total_tokens, window=event.window, threshold=event.threshold)
             html = partial("meter", meter=meter, oob="true") + partial("chart", chart=chart_view(history), oob="true")
@@ -374,7 +380,7 @@ class ChatStream:
                 "cleanup", dom_id=self._cleanup_id, event=event, pruned_url=self.pruned_url, oob="true"
             )
             if event.committed:
-                history = await chat.arecord_cleanup(session=self.session, event=event)
+                history = await self.recorded(event)
                 catalogued = await sync_to_async(chat.services().catalog.count, thread_sensitive=True)(self.session)
                 html += partial("chart", chart=chart_view(history), oob="true")
                 html += partial("pruned_link", pruned_url=self.pruned_url, catalogued=catalogued, oob="true")
@@ -417,12 +423,33 @@ class ChatStream:
         """The turn could not start or broke down (``ended`` follows)."""
         return error_fragment(text)
 
+    async def join(self, snapshot, *, overflow_note: str) -> str:
+        """A sync while a turn runs (a page loaded or reconnected mid-reply): the conversation
+        as stored, then the reply of the current step so far (``snapshot``, an
+        agents.chat.turns.Snapshot) in a live bubble the next deltas go on filling, and the
+        tool call running, if any."""
+        html = await self.sync(running=True)
+        self._total, self._window = snapshot.total or self._total, snapshot.window or self._window
+        if snapshot.call is not None and dom_id("tool", snapshot.call.id) not in self._synced:
+            self._shown_calls.add(snapshot.call.id)
+            html += append("messages", partial("tool_card", **_tool_context(snapshot.call, None, None)))
+        if snapshot.overflow:
+            html += error_fragment(overflow_note, kind="info")
+        elif snapshot.content or snapshot.reasoning:
+            if snapshot.reasoning:
+                html += self._chunk("reasoning", snapshot.reasoning)
+            if snapshot.content:
+                html += self._chunk("content", snapshot.content)
+        return html
+
     async def sync(self, *, running: bool) -> str:
         """Re-render the whole page state (after a reconnect): messages, meter, chart, composer."""
         self._live = None
+        self._shown_calls.clear()
         context = await sync_to_async(page_context, thread_sensitive=True)(
             conversation=self.conversation, agent=self.agent, offline=False, model_name=""
         )
+        self._synced = set(context.get("dom_ids", ()))
         return (
             partial("message_list", oob="true", **context)
             + partial("meter", meter=context["meter"], oob="true")
@@ -432,6 +459,11 @@ class ChatStream:
         )
 
     # helpers ------------------------------------------------------------------------------
+
+    async def _record_now(self, event: RuntimeEvent) -> MeterHistory:
+        if isinstance(event, ContextReady):
+            return await chat.arecord_context(session=self.session, event=event)
+        return await chat.arecord_cleanup(session=self.session, event=event)
 
     def _chunk(self, part: str, text: str) -> str:
         html = ""
@@ -445,11 +477,17 @@ class ChatStream:
     async def _stored(self, message: Message) -> str:
         if message.role == "tool" and message.tool_call_id in self._shown_calls:
             return ""  # already shown by ToolStarted/ToolFinished
+        view = message_view(message)
+        if view.dom_id in self._synced or (message.role == "tool" and dom_id("tool", message.tool_call_id or "") in self._synced):
+            # A page that joined mid-turn: the sync read the session after this message was
+            # stored (and after its event was queued): shown already; the live bubble goes.
+            live, self._live = self._live, None
+            return format_html('<div id="{}" hx-swap-oob="delete"></div>', live) if live and message.role == "assistant" else ""
         if message.role == "assistant" and self._live is not None:
             live, self._live = self._live, None
             # The final render (markdown, collapsible parts) replaces the streamed bubble.
-            return partial("message", m=message_view(message), pruned_url=self.pruned_url, oob=f"outerHTML:#{live}")
-        html = partial("message", m=message_view(message), pruned_url=self.pruned_url)
+            return partial("message", m=view, pruned_url=self.pruned_url, oob=f"outerHTML:#{live}")
+        html = partial("message", m=view, pruned_url=self.pruned_url)
         if message.role == "user":
             task = asyncio.create_task(self._note_activity(message.content), name=f"chat-activity-{self.conversation.pk}")
             self._background.add(task)
