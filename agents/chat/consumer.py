@@ -11,6 +11,12 @@ Frames from the client are JSON objects, as the htmx ws extension sends a form (
   of it is stored comes back with its text, for the composer: ``refusal_fragment``);
 * ``{"action": "stop"}``: stop the conversation's running turn, whichever socket started it
   (the runtime closes interrupted tool chains);
+* ``{"message": "text", "replace": "<id>"}``: the last message edited: the turn replaces the
+  exchange from the user message ``<id>`` on (it must be the conversation's last, live in the
+  session, not archived: ``Runtime.run_turn(replace_from=...)``, else refused with the text
+  handed back); ``"replace": ""`` is a plain message;
+* ``{"action": "regenerate", "id": "<id>"}``: answer the last message (``<id>``) again, or retry
+  it after a failed turn: the same, with its stored text;
 * ``{"action": "sync"}``: re-render the whole conversation (the page sends it at every connect);
   while a turn runs, with the reply so far, and the rest follows live.
 
@@ -75,7 +81,7 @@ from agents.runtime.events import (
     TurnFinished,
     TurnStarted,
 )
-from agents.runtime.loop import MAX_USER_CHARS
+from agents.runtime.loop import MAX_USER_CHARS, NOT_LAST
 from memory.text import storable
 from memory.threads import run_blocking
 
@@ -236,8 +242,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 self._watch(live)
                 return self._post(_Sync(live.snapshot()))  # taken now; later deltas queue behind it
             return self._post(await self.stream.sync(running=self._following))
-        if action is None and isinstance(message, str):
-            return self._start(storable(message))  # json.loads lets lone surrogates through
+        replace = frame.get("replace") or None  # the composer's hidden field: "" unless editing
+        if action is None and isinstance(message, str) and (replace is None or _an_id(replace)):
+            return self._start(storable(message), replace_from=replace)  # json.loads lets lone surrogates through
+        if action == "regenerate" and message is None and _an_id(frame.get("id")):
+            return await self._regenerate(frame["id"])
         return self._post(error_fragment(SHAPE))
 
     # -- revocation ---------------------------------------------------------------------------
@@ -298,17 +307,31 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self._watching.unsubscribe(id(self))
             self._watching = None
 
-    def _start(self, text: str) -> None:
+    async def _regenerate(self, message_id: str) -> None:
         if self._running():
-            return self._post(refusal_fragment(BUSY, text))
+            return self._post(error_fragment(BUSY))
+        exchange = await run_blocking(chat.last_exchange, conversation=self.conversation)
+        if exchange is None or exchange.message_id != message_id:
+            return self._post(error_fragment(f"{NOT_LAST[:1].upper()}{NOT_LAST[1:]}."))
+        if not exchange.replaceable:
+            return self._post(error_fragment(exchange.reason))
+        self._start(exchange.text, replace_from=message_id, hand_back=False)
+
+    def _start(self, text: str, *, replace_from: str | None = None, hand_back: bool = True) -> None:
+        """Start a turn (``replace_from``: replacing the last exchange). A refusal hands the text
+        back to the composer, unless it was not typed there (``hand_back``: a regenerate)."""
+        refuse = (lambda reason: refusal_fragment(reason, text)) if hand_back else error_fragment
+        if self._running():
+            return self._post(refuse(BUSY))
         if self.agent is None:
-            return self._post(refusal_fragment(f"The agent {self.conversation.agent!r} is not declared any more.", text))
+            return self._post(refuse(f"The agent {self.conversation.agent!r} is not declared any more."))
         if not sockets.limits.start_turn(self.user_id):
-            return self._post(refusal_fragment(TOO_MANY_TURNS.format(n=sockets.limits.turns(self.user_id)), text))
+            return self._post(refuse(TOO_MANY_TURNS.format(n=sockets.limits.turns(self.user_id))))
         user_id = self.user_id
         turn = turns.registry.start(
             conversation=self.conversation, agent=self.agent, user_id=user_id, text=text, key=id(self),
             put=self.outbox.put_nowait, on_end=lambda: sockets.limits.end_turn(user_id),
+            replace_from=replace_from, hand_back=hand_back,
             # The session may have been signed out, or the conversation deleted, since the socket
             # opened (a lost group message): nothing is written then.
             allowed=self._still_allowed,
@@ -383,7 +406,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 elif isinstance(item, _Sync):
                     html = await self.stream.join(item.snapshot, overflow_note=LIVE_OVERFLOW)
                 elif isinstance(item, turns.Refused):
-                    html = refusal_fragment(item.reason, item.text)
+                    html = refusal_fragment(item.reason, item.text) if item.hand_back else error_fragment(item.reason)
+                elif item is turns.REPLACED:
+                    html = await self.stream.sync(running=True)
                 elif isinstance(item, turns.Failed):
                     html = self.stream.failed(item.text)
                 else:
@@ -461,6 +486,11 @@ def _coalesce(pending: collections.deque):
     if kind is ContentChunk:
         return ContentChunk(text="".join(texts), completion_tokens=item.completion_tokens)
     return ReasoningChunk(text="".join(texts))
+
+
+def _an_id(value: object) -> bool:
+    """A message id as a frame may carry one (checked against the session afterwards)."""
+    return isinstance(value, str) and 0 < len(value) <= 128 and value.isascii() and value.replace("-", "").isalnum()
 
 
 class UnroutedConsumer(AsyncWebsocketConsumer):

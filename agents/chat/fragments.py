@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import uuid
 from urllib.parse import urlencode
 from collections.abc import Awaitable, Callable, Iterable
@@ -228,6 +229,7 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
         "chart": chart_view(meter),
         "running": False,
         "dom_ids": [view.tool["dom_id"] if view.tool else view.dom_id for view in views[cut:]],
+        "exchange": chat.last_exchange(conversation=conversation),
         **LIMIT_CONTEXT,
         "offline": offline,
         "model_name": model_name,
@@ -298,6 +300,26 @@ def refusal_fragment(reason: str, text: str) -> str:
     return error_fragment(reason) + (partial("draft", text=text, oob="true") if text.strip() else "")
 
 
+#: A finished reply is announced to screen readers with at most this many characters of it.
+ANNOUNCE_CHARS = 600
+
+
+def announced_text(message: Message | None) -> str:
+    """What the live region says when a reply is finished: "Reply finished." and its text,
+    markdown marks dropped, cut at ANNOUNCE_CHARS (the whole reply is in the conversation)."""
+    if message is None:
+        return "Reply finished."
+    text = " ".join(re.sub(r"[*_`#>|~]+", " ", message.content or "").split())
+    if len(text) > ANNOUNCE_CHARS:
+        text = text[:ANNOUNCE_CHARS].rsplit(" ", 1)[0] + "… (the rest is in the conversation)"
+    return f"Reply finished: {text}" if text else "Reply finished."
+
+
+def announcer_fragment(message: Message | None) -> str:
+    """The screen-reader announcement of a finished reply (the live region's content)."""
+    return partial("announcer", text=announced_text(message), oob="true")
+
+
 def composer_fragment(*, running: bool, agent_ok: bool = True) -> str:
     return partial("composer", running=running, agent_ok=agent_ok, oob="true", **LIMIT_CONTEXT)
 
@@ -362,7 +384,8 @@ class ChatStream:
             self._replying.clear()
             self._turn, self._live = uuid.uuid4().hex[:8], None
             self._shown_calls.clear()
-            return composer_fragment(running=True) + status_fragment("Assembling the context…", "busy")
+            return (composer_fragment(running=True) + partial("exchange_actions", running=True, oob="true")
+                    + status_fragment("Assembling the context…", "busy"))
         if isinstance(event, ToolStarted):
             self._shown_calls.add(event.call.id)
             return append("messages", partial("tool_card", **_tool_context(event.call, None, None))) + status_fragment(
@@ -387,7 +410,7 @@ class ChatStream:
             return html
         if isinstance(event, TurnFinished):
             self._live = None
-            return status_fragment("Finishing…", "busy")
+            return status_fragment("Finishing…", "busy") + announcer_fragment(event.message)
         if isinstance(event, TurnFailed):
             # A recorded failure is shown by its marked reply in the stream (also after a reload).
             self._failure = "" if event.recorded else f"The model call failed ({event.kind}): {event.error}"
@@ -408,7 +431,7 @@ class ChatStream:
             reset = partial("meter_completion_seg", completion=0, width="0%", oob="true") + partial(
                 "meter_completion_num", completion=0, oob="true"
             )
-            return composer_fragment(running=False) + status_fragment("") + reset
+            return composer_fragment(running=False) + await self.exchange_fragment() + status_fragment("") + reset
         notice = error_fragment(failure) if failure else ""
         return await self.sync(running=False) + notice + status_fragment("The reply failed.", "error")
 
@@ -418,6 +441,13 @@ class ChatStream:
         self._replying.set()
         notice = partial("notice", kind="info", text="Stopped. What was written so far is kept in the conversation.")
         return await self.sync(running=False) + append("messages", notice) + status_fragment("Stopped.")
+
+    async def exchange_fragment(self) -> str:
+        """The last exchange's actions (regenerate or retry, edit), re-rendered from the session."""
+        if self.agent is None:
+            return partial("exchange_actions", exchange=None, oob="true")
+        exchange = await run_blocking(chat.last_exchange, conversation=self.conversation)
+        return partial("exchange_actions", exchange=exchange, oob="true")
 
     def failed(self, text: str) -> str:
         """The turn could not start or broke down (``ended`` follows)."""
@@ -455,6 +485,7 @@ class ChatStream:
             + partial("meter", meter=context["meter"], oob="true")
             + partial("chart", chart=context["chart"], oob="true")
             + composer_fragment(running=running, agent_ok=self.agent is not None)
+            + partial("exchange_actions", exchange=context["exchange"] if self.agent is not None else None, running=running, oob="true")
             + status_fragment("Writing…" if running else "", "busy" if running else "idle")
         )
 

@@ -75,6 +75,7 @@ class Snapshot:
 
 #: Items a turn puts in its subscribers' outboxes besides runtime events and HTML strings.
 STOPPED = object()  # the turn was stopped (its repair has landed)
+REPLACED = object()  # the turn replaced the last exchange: the page re-renders the conversation
 ENDED = object()  # the turn is over in any other way
 
 
@@ -84,6 +85,7 @@ class Refused:
 
     reason: str
     text: str
+    hand_back: bool = True  # the text goes back to the composer (it was typed there)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +187,7 @@ class LiveTurn:
             self._last_record = future
 
     async def run(self, *, agent, user_id: str, text: str, replace_from: str | None = None,
-                  allowed: Callable[[], Awaitable[bool]] | None = None) -> None:
+                  allowed: Callable[[], Awaitable[bool]] | None = None, hand_back: bool = True) -> None:
         if allowed is not None and not await allowed():
             return
         runtime = chat.get_runtime()
@@ -198,15 +200,17 @@ class LiveTurn:
                 async for event in events:
                     self._note(event)
                     self._publish(event)
+                    if replace_from and isinstance(event, TurnStarted):
+                        self._publish(REPLACED)
                     if self._stopping and not isinstance(event, TurnFinished | TurnFailed):
                         stopped = True  # closed at an event boundary, where the runtime's state is whole
                         break
         except asyncio.CancelledError:
             stopped = True  # the stop's fallback (or the process shutting down)
         except TurnBusy:  # raised before anything was stored, as TurnRejected is
-            self._to_starter(Refused(BUSY, text))
+            self._to_starter(Refused(BUSY, text, hand_back))
         except TurnRejected as exc:
-            self._to_starter(Refused(f"{str(exc)[:1].upper()}{str(exc)[1:]}.", text))
+            self._to_starter(Refused(f"{str(exc)[:1].upper()}{str(exc)[1:]}.", text, hand_back))
         except Exception:
             logger.exception("turn of conversation %s failed", self.conversation.pk)
             self._publish(Failed("Something went wrong on our side; the error was logged."))
@@ -251,7 +255,7 @@ class TurnRegistry:
 
     def start(self, *, conversation: Conversation, agent, user_id: str, text: str, key: int,
               put: Callable[[object], None], on_end: Callable[[], None] | None = None,
-              replace_from: str | None = None,
+              replace_from: str | None = None, hand_back: bool = True,
               allowed: Callable[[], Awaitable[bool]] | None = None) -> LiveTurn:
         """Run a turn of ``conversation`` for ``user_id`` in a task of its own, ``put`` (the
         subscriber ``key``) subscribed to it; it starts only if ``allowed()`` says so. The
@@ -264,7 +268,8 @@ class TurnRegistry:
         turn.subscribe(key, put)
         turn._starter = key
         turn.task = asyncio.get_running_loop().create_task(
-            turn.run(agent=agent, user_id=user_id, text=text, replace_from=replace_from, allowed=allowed),
+            turn.run(agent=agent, user_id=user_id, text=text, replace_from=replace_from, allowed=allowed,
+                     hand_back=hand_back),
             name=f"chat-turn-{conversation.pk}",
         )
         self._turns[session.key()] = turn
