@@ -5,7 +5,7 @@ reply, and only finished replies are announced (the streamed text is in no live 
 from __future__ import annotations
 
 from tests.agents.chat.conftest import CHAT_BOT_YML
-from tests.browser import BROWSER_MARKS, ChatBrowserCase
+from tests.browser import BROWSER_MARKS, SCREENSHOTS, ChatBrowserCase
 
 pytestmark = BROWSER_MARKS
 
@@ -86,4 +86,50 @@ class KeyboardChat(ChatBrowserCase):
         assert announced[0].startswith("Reply finished: ")
         assert reply.split()[0] in announced[0]
         assert page.get_attribute("#announcer", "aria-live") == "polite"
+        assert not self.errors, self.errors
+
+
+class ReplaceTheLastExchange(ChatBrowserCase):
+    bot_yml = CHAT_BOT_YML
+    server_env = {"MODEX_OFFLINE_CHUNK_DELAY_MS": "10"}
+
+    def test_edit_the_last_message_then_regenerate_the_reply(self):
+        page = self.page
+        self.login_and_start()
+        assert page.locator("#exchange-actions").is_hidden(), "nothing to replace yet"
+        self.send("my favourite colour is grene")
+        self.wait_idle()
+        page.wait_for_selector("#exchange-actions:not([hidden]) #edit-last")
+
+        # Edit: the text comes into the box, focused, with a note; sending replaces the exchange.
+        page.click("#edit-last")
+        assert page.input_value("#composer-text") == "my favourite colour is grene"
+        assert page.evaluate("() => document.activeElement.id") == "composer-text"
+        assert page.locator("#composer-editing").is_visible()
+        page.screenshot(path=str(SCREENSHOTS / "chat-edit-last-1400.png"))
+        page.fill("#composer-text", "my favourite colour is green")
+        self._sent = "my favourite colour is green"
+        page.press("#composer-text", "Enter")
+        self.wait_idle()
+        page.wait_for_selector("#exchange-actions:not([hidden]) #edit-last")
+        users = page.locator(".msg.user")
+        assert users.count() == 1 and "colour is green" in users.inner_text(), "the old message is gone"
+        assert page.locator(".msg.assistant").count() == 1
+        assert page.locator("#composer-editing").is_hidden()
+
+        # Regenerate: still one exchange, answered again.
+        first_reply_id = page.get_attribute(".msg.assistant", "id")
+        page.click("#regenerate")
+        page.wait_for_function(
+            "(old) => { const a = document.querySelectorAll('.msg.assistant');"
+            " return a.length === 1 && a[0].id !== old && !document.querySelector('.msg.live')"
+            " && document.querySelector('#composer[data-state=idle]'); }",
+            arg=first_reply_id,
+        )
+        assert page.locator(".msg.user").count() == 1
+        page.screenshot(path=str(SCREENSHOTS / "chat-exchange-actions-1400.png"))
+        # The same page after a reload: the session holds one exchange.
+        page.reload()
+        page.wait_for_selector("#chat.is-connected")
+        assert page.locator(".msg.user").count() == 1 and page.locator(".msg.assistant").count() == 1
         assert not self.errors, self.errors
