@@ -77,8 +77,6 @@ from agents.runtime.events import (
     ContextReady,
     MessageStored,
     ReasoningChunk,
-    TurnFailed,
-    TurnFinished,
     TurnStarted,
 )
 from agents.runtime.loop import MAX_USER_CHARS, NOT_LAST

@@ -153,3 +153,22 @@ async def test_a_turn_another_worker_runs_is_followed_until_it_ends(conversation
     frames = await receive_until(comm, "has ended", timeout=5)
     assert IDLE in frames[-1]
     await comm.disconnect()
+
+
+async def test_a_stop_sent_through_the_conversations_group_stops_the_turn(conversation, owner, make_runtime):
+    """How a socket of another worker stops a turn it does not run: the conversation's group
+    message reaches the sockets of the worker that runs it (here, the in-memory layer)."""
+    from channels.layers import get_channel_layer
+
+    from agents.chat import sockets
+    from agents.chat.consumer import STOP
+
+    runtime = make_runtime(chunk_delay=0.05)
+    comm = await connected(conversation, owner)
+    await send(comm, LONG)
+    await receive_until(comm, "beforeend:#live-")
+    await get_channel_layer().group_send(sockets.conversation_group(conversation.pk), {"type": STOP})
+    frames = await receive_until(comm, "Stopped.", timeout=10)
+    assert IDLE in frames[-1]
+    assert STOPPED_NOTE in (await stored(runtime, conversation))[-1].content
+    await comm.disconnect()
