@@ -353,6 +353,7 @@ class ChatStream:
         self._cleanup_id = "cleanup"
         self._failure: str | None = None
         self._synced: set[str] = set()  # ids of the messages the last sync rendered
+        self._muted = False  # joined a step whose text so far was too long to show: its deltas are not shown
         #: The meter history once a ContextReady or committed CleanupDone is recorded: the turn
         #: records each once for all its sockets (agents.chat.turns.LiveTurn.recorded).
         self.recorded: Callable[[RuntimeEvent], Awaitable[MeterHistory]] = self._record_now
@@ -464,6 +465,8 @@ class ChatStream:
             self._shown_calls.add(snapshot.call.id)
             html += append("messages", partial("tool_card", **_tool_context(snapshot.call, None, None)))
         if snapshot.overflow:
+            # Only the step's tail would stream in: the whole reply shows once it is stored.
+            self._muted = True
             html += error_fragment(overflow_note, kind="info")
         elif snapshot.content or snapshot.reasoning:
             if snapshot.reasoning:
@@ -474,7 +477,7 @@ class ChatStream:
 
     async def sync(self, *, running: bool) -> str:
         """Re-render the whole page state (after a reconnect): messages, meter, chart, composer."""
-        self._live = None
+        self._live, self._muted = None, False
         self._shown_calls.clear()
         context = await sync_to_async(page_context, thread_sensitive=True)(
             conversation=self.conversation, agent=self.agent, offline=False, model_name=""
@@ -497,6 +500,8 @@ class ChatStream:
         return await chat.arecord_cleanup(session=self.session, event=event)
 
     def _chunk(self, part: str, text: str) -> str:
+        if self._muted:
+            return ""
         html = ""
         if self._live is None:
             self._live = f"live-{self._turn}-{uuid.uuid4().hex[:6]}"
@@ -506,6 +511,7 @@ class ChatStream:
         return html + format_html('<div hx-swap-oob="beforeend:#{}-{}">{}</div>', self._live, part, text)
 
     async def _stored(self, message: Message) -> str:
+        self._muted = False
         if message.role == "tool" and message.tool_call_id in self._shown_calls:
             return ""  # already shown by ToolStarted/ToolFinished
         view = message_view(message)

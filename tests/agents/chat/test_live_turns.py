@@ -172,3 +172,28 @@ async def test_a_stop_sent_through_the_conversations_group_stops_the_turn(conver
     assert IDLE in frames[-1]
     assert STOPPED_NOTE in (await stored(runtime, conversation))[-1].content
     await comm.disconnect()
+
+
+async def test_a_reply_too_long_to_resume_shows_once_it_is_complete(conversation, owner, make_runtime, monkeypatch):
+    """Past MAX_LIVE_CHARS the turn keeps no more of the step's text for joining pages: such a
+    page is told so, shows none of the step's deltas (only its tail would come), then the whole
+    stored reply."""
+    from agents.chat.consumer import LIVE_OVERFLOW
+
+    monkeypatch.setattr(turns, "MAX_LIVE_CHARS", 40)
+    runtime = make_runtime(chunk_delay=0.03)
+    old = await connected(conversation, owner)
+    await send(old, LONG)
+    await receive_until(old, '-content">')
+    await receive_until(old, '-content">')
+    await old.disconnect()
+    new = await connected(conversation, owner)
+    await new.send_to(text_data=json.dumps({"action": "sync"}))
+    frames = await receive_until(new, 'id="messages"')
+    assert LIVE_OVERFLOW in html.unescape(frames[-1]) and not CHUNK.search(frames[-1])
+    frames = await receive_until(new, IDLE, timeout=30)
+    assert not any(CHUNK.search(f) for f in frames), "no tail of the reply streams in alone"
+    reply = (await stored(runtime, conversation))[-1]
+    assert STOPPED_NOTE not in reply.content
+    assert any(f'id="msg-{reply.id}"' in f or reply.id in f for f in frames), "the whole reply is shown"
+    await new.disconnect()
