@@ -9,8 +9,16 @@ Frames from the client are JSON objects, as the htmx ws extension sends a form (
 * ``{"message": "text"}``: start a turn (one at a time: a second one while a reply is being
   written gets the error "a reply is still being written"; a message refused before anything
   of it is stored comes back with its text, for the composer: ``refusal_fragment``);
-* ``{"action": "stop"}``: cancel the running turn (the runtime closes interrupted tool chains);
-* ``{"action": "sync"}``: re-render the whole conversation (the page sends it after a reconnect).
+* ``{"action": "stop"}``: stop the conversation's running turn, whichever socket started it
+  (the runtime closes interrupted tool chains);
+* ``{"message": "text", "replace": "<id>"}``: the last message edited: the turn replaces the
+  exchange from the user message ``<id>`` on (it must be the conversation's last, live in the
+  session, not archived: ``Runtime.run_turn(replace_from=...)``, else refused with the text
+  handed back); ``"replace": ""`` is a plain message;
+* ``{"action": "regenerate", "id": "<id>"}``: answer the last message (``<id>``) again, or retry
+  it after a failed turn: the same, with its stored text;
+* ``{"action": "sync"}``: re-render the whole conversation (the page sends it at every connect);
+  while a turn runs, with the reply so far, and the rest follows live.
 
 Anything else (binary, non-JSON, another shape, more than MAX_FRAME_BYTES) gets an error
 fragment and the socket stays open.
@@ -26,19 +34,27 @@ syncs; a sync sends the recent part of the conversation and a "load earlier" con
 rest (agents.chat.fragments), so its frame stays far under the server's 1 MiB. Frames to the client are HTML fragments (htmx OOB swaps)
 rendered by ``agents.chat.fragments``.
 
-The turn runs in a task so "stop" can still be received. That task only pulls events from the
-runtime and queues them; a second task renders and sends them (``self.send``, one yield to the
+A turn belongs to its conversation, not to the socket (agents.chat.turns): it runs in a task of
+its own and goes on when the socket closes (a reload, a closed tab, a dropped connection); the
+reply is stored whole. Every socket of this process on the conversation receives its events:
+the one that sent the message, a second tab, a page reloaded mid-reply (which joins where the
+reply is). A socket of another worker follows the turn by its lease and re-renders when it is
+over (``_follow_earlier_turn``); its "stop" reaches the worker running the turn through the
+conversation's channel-layer group (``modex.stop``).
+
+That task only pulls events from the runtime and queues them in each watching socket's outbox;
+the socket's own task renders and sends them (``self.send``, one yield to the
 loop per frame: STACK.md), merging the text deltas that queued up behind one another into one
 frame (``_coalesce``). A turn's opening frames wait for its assembled context, so that they
 are rendered while the model request is on its way (``_hold_opening``); a step's meter waits
-for the step's first text (``_text_before_meter``). "stop" (and a disconnect) closes the
-turn's generator at its next event, where everything the runtime wrote is whole, and the
-runtime closes the interrupted tool chain; a turn that yields nothing for STOP_GRACE_SECONDS
-(a slow model or tool) is cancelled instead. A plain cancel is the fallback, not the rule,
-because a cancel that lands while the runtime is writing a message lets the write finish in its
-thread while the runtime records it as not done (a duplicate tool result). The consumer waits
-for the repair to land (``chat.asettle``) before it says "Stopped", and before a disconnect
-returns.
+for the step's first text (``_text_before_meter``). "stop" (and a revocation: the user signed
+out, the conversation deleted) closes the turn's generator at its next event, where everything
+the runtime wrote is whole, and the runtime closes the interrupted tool chain; a turn that
+yields nothing for STOP_GRACE_SECONDS (a slow model or tool) is cancelled instead. A plain
+cancel is the fallback, not the rule, because a cancel that lands while the runtime is writing
+a message lets the write finish in its thread while the runtime records it as not done (a
+duplicate tool result). The turn waits for the repair to land (``chat.asettle``) before its
+sockets say "Stopped".
 """
 
 from __future__ import annotations
@@ -54,17 +70,16 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from agents.chat import service as chat
 from agents.chat import sockets
+from agents.chat import turns
 from agents.chat.fragments import ChatStream, composer_fragment, error_fragment, refusal_fragment, status_fragment
 from agents.runtime.events import (
     ContentChunk,
     ContextReady,
     MessageStored,
     ReasoningChunk,
-    TurnFailed,
-    TurnFinished,
     TurnStarted,
 )
-from agents.runtime.loop import MAX_USER_CHARS, TurnBusy, TurnRejected
+from agents.runtime.loop import MAX_USER_CHARS, NOT_LAST
 from memory.text import storable
 from memory.threads import run_blocking
 
@@ -78,9 +93,10 @@ CLOSE_NOT_FOUND = sockets.CLOSE_NOT_FOUND
 CLOSE_TOO_MANY = sockets.CLOSE_TOO_MANY
 TOO_MANY_TURNS = "You have {n} replies being written at once already; wait for one of them to finish."
 TOO_MANY_SYNCS = "The conversation was refreshed too often; wait a moment, then reload the page."
-STOP_GRACE_SECONDS = 2.0  # a stop waits this long for the turn's next event, then cancels it
-CANCEL_GRACE_SECONDS = 10.0  # how long a disconnect waits for the stopped turn to tidy up
-BUSY = "A reply is still being written; wait for it or press Stop."
+STOP_GRACE_SECONDS = turns.STOP_GRACE_SECONDS
+BUSY = turns.BUSY
+#: The channel-layer message that stops a conversation's turn in whichever worker runs it.
+STOP = "modex.stop"
 FOLLOW_SECONDS = 600.0  # how long a freshly loaded page follows a turn started before it loaded
 FOLLOW_POLL_SECONDS = 0.25
 #: Text frames of one reply go out at most this often; what the model streams meanwhile joins the
@@ -95,22 +111,33 @@ FLUSH_SECONDS = 0.001
 #: next event, so that they are rendered while the model request is on its way (_hold_opening).
 OPENING_HOLD_SECONDS = 0.05
 EARLIER_TURN = "A reply started before this page loaded is still being written or tidied up…"
+#: A joining page's reply is longer than the turn keeps for joiners (turns.MAX_LIVE_CHARS).
+LIVE_OVERFLOW = "The reply so far is too long to show while it is written; it appears here once it is complete."
 EARLIER_TURN_ENDED = (
     "The reply that was being written when the page was left or reloaded has ended; what was written is shown above."
 )
 SHAPE = 'Expected a JSON object such as {"message": "your text"} or {"action": "stop"}.'
 
-_STOPPED = object()  # queued when the turn was stopped (its repair has landed)
-_ENDED = object()  # queued when the turn's task is over in any other way
+_STOPPED = turns.STOPPED  # queued when the turn was stopped (its repair has landed)
+_ENDED = turns.ENDED  # queued when the turn's task is over in any other way
+
+
+class _Sync:
+    """A sync asked for while a turn of this process runs: ``snapshot`` is the reply so far,
+    taken when the sync came in (the deltas after it are queued behind this item)."""
+
+    __slots__ = ("snapshot",)
+
+    def __init__(self, snapshot: turns.Snapshot | None) -> None:
+        self.snapshot = snapshot
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
     """One browser tab's socket on one conversation."""
 
     conversation = None
-    turn: asyncio.Task | None = None
     sender: asyncio.Task | None = None
-    _stopping = False
+    _watching: turns.LiveTurn | None = None  # the turn this socket is subscribed to
     _following = False  # following a turn that began before this socket (see _follow_earlier_turn)
     _counted = False  # this socket counts against its user's cap (sockets.limits)
     _shut_code: int | None = None  # closing for good (revoked, deleted): no frame is read any more
@@ -150,7 +177,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.outbox: asyncio.Queue = asyncio.Queue()
         await self.accept()
         self.sender = asyncio.create_task(self._send_loop(), name=f"chat-send-{conversation_id}")
-        self.watcher = asyncio.create_task(self._follow_earlier_turn(), name=f"chat-follow-{conversation_id}")
+        live = turns.registry.get(self.stream.session)
+        if live is not None:
+            self._watch(live)  # the page's sync (sent at every connect) shows the reply so far
+        else:
+            self.watcher = asyncio.create_task(self._follow_earlier_turn(), name=f"chat-follow-{conversation_id}")
 
     async def disconnect(self, code: int) -> None:
         for group in self._groups:
@@ -160,12 +191,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self._counted:
             self._counted = False
             sockets.limits.close_socket(self.user_id)
-        turn = self.turn
-        if turn is not None and not turn.done():
-            self._stop()  # the turn ends with the socket (at its next event, or cancelled)
-            await asyncio.wait({turn}, timeout=STOP_GRACE_SECONDS + CANCEL_GRACE_SECONDS)
-            if not turn.done():
-                turn.cancel()
+        # The turn goes on without this socket (agents.chat.turns): it only stops watching.
+        self._unwatch()
         watcher = getattr(self, "watcher", None)
         if watcher is not None:
             watcher.cancel()
@@ -201,16 +228,23 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return self._post(error_fragment(SHAPE))
         action, message = frame.get("action"), frame.get("message")
         if action == "stop" and message is None:
-            return self._stop()
+            return await self._stop()
         if action == "sync" and message is None:
             if not sockets.limits.allow_sync(self.user_id):
                 return self._post(error_fragment(TOO_MANY_SYNCS))
             await aclose_old_connections()
             if not await self._still_allowed():
                 return None
-            return self._post(await self.stream.sync(running=self._running() or self._following))
-        if action is None and isinstance(message, str):
-            return self._start(storable(message))  # json.loads lets lone surrogates through
+            live = self._live_turn()
+            if live is not None:
+                self._watch(live)
+                return self._post(_Sync(live.snapshot()))  # taken now; later deltas queue behind it
+            return self._post(await self.stream.sync(running=self._following))
+        replace = frame.get("replace") or None  # the composer's hidden field: "" unless editing
+        if action is None and isinstance(message, str) and (replace is None or _an_id(replace)):
+            return self._start(storable(message), replace_from=replace)  # json.loads lets lone surrogates through
+        if action == "regenerate" and message is None and _an_id(frame.get("id")):
+            return await self._regenerate(frame["id"])
         return self._post(error_fragment(SHAPE))
 
     # -- revocation ---------------------------------------------------------------------------
@@ -228,12 +262,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """The conversation was deleted: close with 4404."""
         await self._shut(CLOSE_NOT_FOUND)
 
+    async def modex_stop(self, event: dict) -> None:
+        """A socket of another worker asked to stop the conversation's turn: stop it if it runs here."""
+        turns.registry.stop(self.stream.session)
+
     async def _shut(self, code: int) -> None:
         """Close for good with ``code``: read no more frames, stop the running turn."""
         if self._shut_code is not None:
             return
         self._shut_code = code
-        self._stop()
+        turns.registry.stop(self.stream.session)
         await self.close(code=code)
 
     async def _still_allowed(self) -> bool:
@@ -249,67 +287,70 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # -- turns --------------------------------------------------------------------------------
 
+    def _live_turn(self) -> turns.LiveTurn | None:
+        return turns.registry.get(self.stream.session)
+
     def _running(self) -> bool:
-        return self.turn is not None and not self.turn.done()
+        return self._live_turn() is not None
 
-    def _start(self, text: str) -> None:
+    def _watch(self, turn: turns.LiveTurn) -> None:
+        if self._watching is not turn:
+            self._unwatch()
+            self._watching = turn
+            turn.subscribe(id(self), self.outbox.put_nowait)
+            self.stream.recorded = turn.recorded
+
+    def _unwatch(self) -> None:
+        if self._watching is not None:
+            self._watching.unsubscribe(id(self))
+            self._watching = None
+
+    async def _regenerate(self, message_id: str) -> None:
         if self._running():
-            return self._post(refusal_fragment(BUSY, text))
+            return self._post(error_fragment(BUSY))
+        exchange = await run_blocking(chat.last_exchange, conversation=self.conversation)
+        if exchange is None or exchange.message_id != message_id:
+            return self._post(error_fragment(f"{NOT_LAST[:1].upper()}{NOT_LAST[1:]}."))
+        if not exchange.replaceable:
+            return self._post(error_fragment(exchange.reason))
+        self._start(exchange.text, replace_from=message_id, hand_back=False)
+
+    def _start(self, text: str, *, replace_from: str | None = None, hand_back: bool = True) -> None:
+        """Start a turn (``replace_from``: replacing the last exchange). A refusal hands the text
+        back to the composer, unless it was not typed there (``hand_back``: a regenerate)."""
+        refuse = (lambda reason: refusal_fragment(reason, text)) if hand_back else error_fragment
+        if self._running():
+            return self._post(refuse(BUSY))
         if self.agent is None:
-            return self._post(refusal_fragment(f"The agent {self.conversation.agent!r} is not declared any more.", text))
+            return self._post(refuse(f"The agent {self.conversation.agent!r} is not declared any more."))
         if not sockets.limits.start_turn(self.user_id):
-            return self._post(refusal_fragment(TOO_MANY_TURNS.format(n=sockets.limits.turns(self.user_id)), text))
-        self.turn = asyncio.create_task(self._run(text), name=f"chat-turn-{self.conversation.pk}")
-        self.turn.add_done_callback(lambda _task: sockets.limits.end_turn(self.user_id))
+            return self._post(refuse(TOO_MANY_TURNS.format(n=sockets.limits.turns(self.user_id))))
+        user_id = self.user_id
+        turn = turns.registry.start(
+            conversation=self.conversation, agent=self.agent, user_id=user_id, text=text, key=id(self),
+            put=self.outbox.put_nowait, on_end=lambda: sockets.limits.end_turn(user_id),
+            replace_from=replace_from, hand_back=hand_back,
+            # The session may have been signed out, or the conversation deleted, since the socket
+            # opened (a lost group message): nothing is written then.
+            allowed=self._still_allowed,
+        )
+        self._unwatch()
+        self._watching = turn
+        self.stream.recorded = turn.recorded
 
-    def _stop(self) -> None:
-        if not self._running() or self._stopping:
+    async def _stop(self) -> None:
+        """Stop the conversation's turn: here, or in the worker that runs it."""
+        if turns.registry.stop(self.stream.session):
             return
-        self._stopping = True
-        turn = self.turn
-        asyncio.get_running_loop().call_later(STOP_GRACE_SECONDS, lambda: turn.done() or turn.cancel())
-
-    async def _run(self, text: str) -> None:
-        # The session may have been signed out, or the conversation deleted, since the socket
-        # opened (a lost group message): nothing is written then.
-        if not await self._still_allowed():
-            return
-        runtime = chat.get_runtime()
-        session = self.stream.session
-        events = runtime.run_turn(agent=self.agent, user_id=self.user_id, session=session, text=text)
-        stopped = False
-        try:
-            # Pull and queue only: nothing of ours is awaited between the runtime's events.
-            async with contextlib.aclosing(events):
-                async for event in events:
-                    self.outbox.put_nowait(event)
-                    if self._stopping and not isinstance(event, TurnFinished | TurnFailed):
-                        stopped = True  # closed at an event boundary, where the runtime's state is whole
-                        break
-        except asyncio.CancelledError:
-            stopped = True  # only this consumer cancels its turn (the stop fallback, or disconnect)
-        except TurnBusy:  # raised before anything was stored, as TurnRejected is
-            self.outbox.put_nowait(refusal_fragment(BUSY, text))
-        except TurnRejected as exc:
-            self.outbox.put_nowait(refusal_fragment(f"{str(exc)[:1].upper()}{str(exc)[1:]}.", text))
-        except Exception:
-            logger.exception("turn of conversation %s failed", self.conversation.pk)
-            self.outbox.put_nowait(self.stream.failed("Something went wrong on our side; the error was logged."))
-        finally:
-            self._stopping = False
-        if stopped:
-            await chat.asettle(session=session)
-        if self._shut_code == CLOSE_NOT_FOUND or await run_blocking(chat.is_deleted, conversation_id=self.conversation.pk):
-            # Deleted while this turn was on its way (between the check above and the turn's
-            # lease): what the turn wrote belongs to nobody; remove it again.
-            await run_blocking(chat.purge_session, session=session)
-        self.outbox.put_nowait(_STOPPED if stopped else _ENDED)
+        with contextlib.suppress(Exception):
+            await self.channel_layer.group_send(sockets.conversation_group(self.conversation.pk), {"type": STOP})
 
     async def _follow_earlier_turn(self) -> None:
-        """A page loaded while a turn of this conversation was still going (a reload mid-reply
-        ends the old socket's turn, which then tidies up; or another tab's turn runs): say so,
-        keep the composer shut, and re-render the conversation once that turn is over, so the
-        reloaded page shows what became of the reply instead of a question with no answer."""
+        """A page loaded while a turn of this conversation was going that this process does not
+        run (another worker's, or one still tidying up after a stop): say so, keep the composer
+        shut, and re-render the conversation once that turn is over, so the page shows what
+        became of the reply instead of a question with no answer. (A turn of this process is
+        joined instead: ``_watch``.)"""
         running = await database_sync_to_async(chat.turn_in_progress)(session=self.stream.session)
         if not running or self._running():
             return
@@ -360,6 +401,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     html = await self.stream.stopped()
                 elif item is _ENDED:
                     html = await self.stream.ended()
+                elif isinstance(item, _Sync):
+                    html = await self.stream.join(item.snapshot, overflow_note=LIVE_OVERFLOW)
+                elif isinstance(item, turns.Refused):
+                    html = refusal_fragment(item.reason, item.text) if item.hand_back else error_fragment(item.reason)
+                elif item is turns.REPLACED:
+                    html = await self.stream.sync(running=True)
+                elif isinstance(item, turns.Failed):
+                    html = self.stream.failed(item.text)
                 else:
                     html = item if isinstance(item, str) else await self.stream.render(item)
                 if html:
@@ -435,6 +484,11 @@ def _coalesce(pending: collections.deque):
     if kind is ContentChunk:
         return ContentChunk(text="".join(texts), completion_tokens=item.completion_tokens)
     return ReasoningChunk(text="".join(texts))
+
+
+def _an_id(value: object) -> bool:
+    """A message id as a frame may carry one (checked against the session afterwards)."""
+    return isinstance(value, str) and 0 < len(value) <= 128 and value.isascii() and value.replace("-", "").isalnum()
 
 
 class UnroutedConsumer(AsyncWebsocketConsumer):

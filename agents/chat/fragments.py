@@ -16,9 +16,10 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import uuid
 from urllib.parse import urlencode
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -211,7 +212,8 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
     meter = chat.meter_history(conversation=conversation)
     pruned_url = reverse("chat:pruned", args=[conversation.pk])
     shown = list(history.pruned) + list(history.messages)
-    rendered, cut = render_window(message_views(history.messages, pruned=history.pruned), pruned_url=pruned_url)
+    views = message_views(history.messages, pruned=history.pruned)
+    rendered, cut = render_window(views, pruned_url=pruned_url)
     earlier = None
     if history.hidden + cut:
         url = reverse("chat:earlier", args=[conversation.pk]) + "?" + urlencode({"before": shown[cut].id})
@@ -227,6 +229,8 @@ def page_context(*, conversation: Conversation, agent: AgentNode | None, offline
         "meter": _meter_from_history(meter, agent),
         "chart": chart_view(meter),
         "running": False,
+        "dom_ids": [view.tool["dom_id"] if view.tool else view.dom_id for view in views[cut:]],
+        "exchange": chat.last_exchange(conversation=conversation),
         **LIMIT_CONTEXT,
         "offline": offline,
         "model_name": model_name,
@@ -303,6 +307,26 @@ def refusal_fragment(reason: str, text: str) -> str:
     return error_fragment(reason) + (partial("draft", text=text, oob="true") if text.strip() else "")
 
 
+#: A finished reply is announced to screen readers with at most this many characters of it.
+ANNOUNCE_CHARS = 600
+
+
+def announced_text(message: Message | None) -> str:
+    """What the live region says when a reply is finished: "Reply finished." and its text,
+    markdown marks dropped, cut at ANNOUNCE_CHARS (the whole reply is in the conversation)."""
+    if message is None:
+        return "Reply finished."
+    text = " ".join(re.sub(r"[*_`#>|~]+", " ", message.content or "").split())
+    if len(text) > ANNOUNCE_CHARS:
+        text = text[:ANNOUNCE_CHARS].rsplit(" ", 1)[0] + "… (the rest is in the conversation)"
+    return f"Reply finished: {text}" if text else "Reply finished."
+
+
+def announcer_fragment(message: Message | None) -> str:
+    """The screen-reader announcement of a finished reply (the live region's content)."""
+    return partial("announcer", text=announced_text(message), oob="true")
+
+
 def composer_fragment(*, running: bool, agent_ok: bool = True) -> str:
     return partial("composer", running=running, agent_ok=agent_ok, oob="true", **LIMIT_CONTEXT)
 
@@ -336,6 +360,11 @@ class ChatStream:
         self._turn = uuid.uuid4().hex[:8]
         self._cleanup_id = "cleanup"
         self._failure: str | None = None
+        self._synced: set[str] = set()  # ids of the messages the last sync rendered
+        self._muted = False  # joined a step whose text so far was too long to show: its deltas are not shown
+        #: The meter history once a ContextReady or committed CleanupDone is recorded: the turn
+        #: records each once for all its sockets (agents.chat.turns.LiveTurn.recorded).
+        self.recorded: Callable[[RuntimeEvent], Awaitable[MeterHistory]] = self._record_now
 
     # the turn's events --------------------------------------------------------------------
 
@@ -352,7 +381,7 @@ class ChatStream:
         if isinstance(event, ReasoningChunk):
             return self._chunk("reasoning", event.text)
         if isinstance(event, ContextReady):
-            history = await chat.arecord_context(session=self.session, event=event)
+            history = await self.recorded(event)
             self._total, self._window = event.total_tokens, event.window
             meter = meter_view(
                 sections=event.sections,
@@ -371,7 +400,8 @@ class ChatStream:
             self._replying.clear()
             self._turn, self._live = uuid.uuid4().hex[:8], None
             self._shown_calls.clear()
-            return composer_fragment(running=True) + status_fragment("Assembling the context…", "busy")
+            return (composer_fragment(running=True) + partial("exchange_actions", running=True, oob="true")
+                    + status_fragment("Assembling the context…", "busy"))
         if isinstance(event, ToolStarted):
             self._shown_calls.add(event.call.id)
             return append("messages", partial("tool_card", **_tool_context(event.call, None, None))) + status_fragment(
@@ -389,14 +419,14 @@ class ChatStream:
                 "cleanup", dom_id=self._cleanup_id, event=event, pruned_url=self.pruned_url, oob="true"
             )
             if event.committed:
-                history = await chat.arecord_cleanup(session=self.session, event=event)
+                history = await self.recorded(event)
                 catalogued = await sync_to_async(chat.services().catalog.count, thread_sensitive=True)(self.session)
                 html += partial("chart", chart=chart_view(history), oob="true")
                 html += partial("pruned_link", pruned_url=self.pruned_url, catalogued=catalogued, oob="true")
             return html
         if isinstance(event, TurnFinished):
             self._live = None
-            return status_fragment("Finishing…", "busy")
+            return status_fragment("Finishing…", "busy") + announcer_fragment(event.message)
         if isinstance(event, TurnFailed):
             # A recorded failure is shown by its marked reply in the stream (also after a reload).
             self._failure = "" if event.recorded else f"The model call failed ({event.kind}): {event.error}"
@@ -417,7 +447,7 @@ class ChatStream:
             reset = partial("meter_completion_seg", completion=0, width="0%", oob="true") + partial(
                 "meter_completion_num", completion=0, oob="true"
             )
-            return composer_fragment(running=False) + status_fragment("") + reset
+            return composer_fragment(running=False) + await self.exchange_fragment() + status_fragment("") + reset
         notice = error_fragment(failure) if failure else ""
         return await self.sync(running=False) + notice + status_fragment("The reply failed.", "error")
 
@@ -428,27 +458,65 @@ class ChatStream:
         notice = partial("notice", kind="info", text="Stopped. What was written so far is kept in the conversation.")
         return await self.sync(running=False) + append("messages", notice) + status_fragment("Stopped.")
 
+    async def exchange_fragment(self) -> str:
+        """The last exchange's actions (regenerate or retry, edit), re-rendered from the session."""
+        if self.agent is None:
+            return partial("exchange_actions", exchange=None, oob="true")
+        exchange = await run_blocking(chat.last_exchange, conversation=self.conversation)
+        return partial("exchange_actions", exchange=exchange, oob="true")
+
     def failed(self, text: str) -> str:
         """The turn could not start or broke down (``ended`` follows)."""
         return error_fragment(text)
 
+    async def join(self, snapshot, *, overflow_note: str) -> str:
+        """A sync while a turn runs (a page loaded or reconnected mid-reply): the conversation
+        as stored, then the reply of the current step so far (``snapshot``, an
+        agents.chat.turns.Snapshot) in a live bubble the next deltas go on filling, and the
+        tool call running, if any."""
+        html = await self.sync(running=True)
+        self._total, self._window = snapshot.total or self._total, snapshot.window or self._window
+        if snapshot.call is not None and dom_id("tool", snapshot.call.id) not in self._synced:
+            self._shown_calls.add(snapshot.call.id)
+            html += append("messages", partial("tool_card", **_tool_context(snapshot.call, None, None)))
+        if snapshot.overflow:
+            # Only the step's tail would stream in: the whole reply shows once it is stored.
+            self._muted = True
+            html += error_fragment(overflow_note, kind="info")
+        elif snapshot.content or snapshot.reasoning:
+            if snapshot.reasoning:
+                html += self._chunk("reasoning", snapshot.reasoning)
+            if snapshot.content:
+                html += self._chunk("content", snapshot.content)
+        return html
+
     async def sync(self, *, running: bool) -> str:
         """Re-render the whole page state (after a reconnect): messages, meter, chart, composer."""
-        self._live = None
+        self._live, self._muted = None, False
+        self._shown_calls.clear()
         context = await sync_to_async(page_context, thread_sensitive=True)(
             conversation=self.conversation, agent=self.agent, offline=False, model_name=""
         )
+        self._synced = set(context.get("dom_ids", ()))
         return (
             partial("message_list", oob="true", **context)
             + partial("meter", meter=context["meter"], context_url=context["context_url"], oob="true")
             + partial("chart", chart=context["chart"], oob="true")
             + composer_fragment(running=running, agent_ok=self.agent is not None)
+            + partial("exchange_actions", exchange=context["exchange"] if self.agent is not None else None, running=running, oob="true")
             + status_fragment("Writing…" if running else "", "busy" if running else "idle")
         )
 
     # helpers ------------------------------------------------------------------------------
 
+    async def _record_now(self, event: RuntimeEvent) -> MeterHistory:
+        if isinstance(event, ContextReady):
+            return await chat.arecord_context(session=self.session, event=event)
+        return await chat.arecord_cleanup(session=self.session, event=event)
+
     def _chunk(self, part: str, text: str) -> str:
+        if self._muted:
+            return ""
         html = ""
         if self._live is None:
             self._live = f"live-{self._turn}-{uuid.uuid4().hex[:6]}"
@@ -458,13 +526,20 @@ class ChatStream:
         return html + format_html('<div hx-swap-oob="beforeend:#{}-{}">{}</div>', self._live, part, text)
 
     async def _stored(self, message: Message) -> str:
+        self._muted = False
         if message.role == "tool" and message.tool_call_id in self._shown_calls:
             return ""  # already shown by ToolStarted/ToolFinished
+        view = message_view(message)
+        if view.dom_id in self._synced or (message.role == "tool" and dom_id("tool", message.tool_call_id or "") in self._synced):
+            # A page that joined mid-turn: the sync read the session after this message was
+            # stored (and after its event was queued): shown already; the live bubble goes.
+            live, self._live = self._live, None
+            return format_html('<div id="{}" hx-swap-oob="delete"></div>', live) if live and message.role == "assistant" else ""
         if message.role == "assistant" and self._live is not None:
             live, self._live = self._live, None
             # The final render (markdown, collapsible parts) replaces the streamed bubble.
-            return partial("message", m=message_view(message), pruned_url=self.pruned_url, oob=f"outerHTML:#{live}")
-        html = partial("message", m=message_view(message), pruned_url=self.pruned_url)
+            return partial("message", m=view, pruned_url=self.pruned_url, oob=f"outerHTML:#{live}")
+        html = partial("message", m=view, pruned_url=self.pruned_url)
         if message.role == "user":
             task = asyncio.create_task(self._note_activity(message.content), name=f"chat-activity-{self.conversation.pk}")
             self._background.add(task)

@@ -26,7 +26,10 @@ from agents.chat.meter import MeterHistory, load_history, record_cleanup, record
 from agents.declarations import AgentNode, get_declaration
 from agents.runtime.events import CleanupDone, ContextReady
 from agents.models import Conversation
-from agents.runtime.loop import TURN_LEASE, Runtime
+from agents.runtime.loop import ARCHIVED, REPLACE_TAIL, TURN_LEASE, Runtime
+from agents.runtime.outcomes import KIND_TURN_FAILED
+from agents.runtime.tools.history_tools import archive_scope_for
+from memory.archiving import archived_through
 from agents.runtime.services import MemoryServices, get_services
 from memory.compression.pruned import PrunedEntry, first_uncommitted_seq
 from memory.locks import LeaseBusy, acquire_lease, lease_active
@@ -290,6 +293,45 @@ def pruned_blocks(*, conversation: Conversation) -> list[PrunedBlock]:
         heading = file_lines[entry.line - 1] if 0 < entry.line <= len(file_lines) else f"## [{entry.seq}] {entry.role}"
         blocks.append(PrunedBlock(entry, heading))
     return blocks
+
+
+# -- the last exchange --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LastExchange:
+    """The conversation's last user message and what can be done with it: answered again
+    (regenerate; "retry" when its reply is a marked failure) or edited and sent again. Both
+    replace the exchange in the session (``Runtime.run_turn(replace_from=...)``), so they are
+    offered only while it is live there and not yet archived; ``reason`` says why not."""
+
+    message_id: str
+    text: str
+    failed: bool
+    replaceable: bool
+    reason: str = ""
+
+
+def last_exchange(*, conversation: Conversation) -> LastExchange | None:
+    """The conversation's last exchange (None: no user message in the live session's end)."""
+    svc = services()
+    session = session_of(conversation)
+    tail = svc.bundle.messages.read(session, last=REPLACE_TAIL)
+    index = next((i for i in range(len(tail) - 1, -1, -1) if tail[i].role == "user" and not tail[i].is_compact_summary), None)
+    if index is None:
+        return None
+    message = tail[index]
+    archived, _stored = archived_through(
+        svc.bundle, session=session, archive_scope=archive_scope_for(agent=conversation.agent, user_id=str(conversation.owner_id))
+    )
+    replaceable = archived < (message.seq or 0)
+    return LastExchange(
+        message_id=message.id,
+        text=message.content,
+        failed=tail[-1].kind == KIND_TURN_FAILED,
+        replaceable=replaceable,
+        reason="" if replaceable else f"{ARCHIVED[:1].upper()}{ARCHIVED[1:]}.",
+    )
 
 
 # -- the meter --------------------------------------------------------------------------------

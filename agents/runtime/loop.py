@@ -54,6 +54,7 @@ from agents.runtime.tools.history_tools import archive_scope_for
 from agents.runtime.tools.registry import compile_roster
 from agents.runtime.tools.scratchpad import RunScratchpad
 from agents.runtime.writes import SessionWrites
+from memory.archiving import archived_through
 from memory.assembly.assembler import AssemblyError
 from memory.hooks import take_reorientation
 from memory.locks import Lease, LeaseBusy, acquire_lease, release_lease
@@ -70,6 +71,11 @@ TURN_LEASE_TTL = 300.0  # default of settings.MODEX_TURN_LEASE_TTL
 CLEANUP_LEASE_TTL = 600.0  # default of settings.MODEX_CLEANUP_LEASE_TTL
 MAX_USER_CHARS = 32000  # the one limit on a user message, in characters (code points); the composer states it
 TAKEN_OVER = "this conversation was taken over by another worker; send your message again"
+#: How far back from the session's end a replaced exchange (``replace_from``) is looked for.
+REPLACE_TAIL = 256
+NOT_LAST = "only the last message of the conversation can be edited or answered again; reload the page to see it"
+ARCHIVED = ("the last exchange is already kept in long-term memory (archived), so it can no longer be replaced; "
+            "send a new message instead")
 
 
 class TurnBusy(Exception):
@@ -139,8 +145,17 @@ class Runtime:
         in_run = bool(agent.subagents) or agent.memory_config.is_subagent
         return compile_roster(agent, in_multi_agent_run=in_run)
 
-    async def run_turn(self, *, agent: Any, user_id: str, session: SessionScope, text: str) -> AsyncIterator[RuntimeEvent]:
+    async def run_turn(
+        self, *, agent: Any, user_id: str, session: SessionScope, text: str, replace_from: str | None = None
+    ) -> AsyncIterator[RuntimeEvent]:
         """One user turn. Raises TurnBusy (before yielding anything) if one is already running.
+
+        ``replace_from`` (a message id): the turn replaces the session's last exchange instead of
+        following it (answer again, edit the last message, retry a failed turn). That message
+        must be the session's last user message, still live (not moved out by a cleanup) and not
+        yet archived; it and everything after it (the reply, its tool chain, a marked failure)
+        are soft-deleted, under the turn lease, right before ``text`` is stored as the new user
+        message. Otherwise TurnRejected, nothing changed.
 
         "Running" means in any process sharing the stores: the session's ``turn`` lease is held
         for the whole turn and renewed as it goes. Should it be lost anyway (this worker stalled
@@ -157,8 +172,11 @@ class Runtime:
         key = session.key()
         if key in self._running:
             raise TurnBusy("a turn of this conversation is already running")
+        replacing = None
+        if replace_from is not None:
+            replacing = (replace_from, archive_scope_for(agent=agent.name, user_id=user_id))
         try:
-            lease, opened, head, mark = await self._begin(session, text)
+            lease, opened, head, mark = await self._begin(session, text, replacing)
         except LeaseBusy as exc:
             raise TurnBusy(f"a turn of this conversation is already running ({exc})") from None
         self._running.add(key)
@@ -357,7 +375,9 @@ class Runtime:
 
     # -- a turn's first trip ------------------------------------------------------------------
 
-    async def _begin(self, session: SessionScope, text: str) -> tuple[Lease, list[Message], SessionHead, Lease | None]:
+    async def _begin(
+        self, session: SessionScope, text: str, replacing: tuple[str, Any] | None = None
+    ) -> tuple[Lease, list[Message], SessionHead, Lease | None]:
         """Take the turn lease and make the turn's first write (``SessionWrites.open``) in one
         trip to a store thread: a turn makes no other store call before its model request but
         the assembly's. A chat turn also takes its gate mark there (None: no gate, or background).
@@ -371,6 +391,8 @@ class Runtime:
             lease = acquire_lease(kv=kv, scope=session, name=TURN_LEASE, ttl=self.lease_ttl)
             mark = None
             try:
+                if replacing is not None:
+                    self._drop_last_exchange(session, *replacing)
                 mark = gate.mark_turn(self.model) if gate is not None else None
                 return (lease, *self._writes(session, lease.fence).open(text), mark)
             except BaseException:
@@ -386,6 +408,21 @@ class Runtime:
         except asyncio.CancelledError:
             trip.add_done_callback(lambda done: self._close_orphan(session, done))
             raise
+
+    def _drop_last_exchange(self, session: SessionScope, message_id: str, archive_scope: Any) -> None:
+        """Soft-delete the session's last exchange from its user message ``message_id`` on (on a
+        store thread, under the turn lease); TurnRejected if that is not allowed (run_turn)."""
+        bundle = self.services.bundle
+        tail = bundle.messages.read(session, last=REPLACE_TAIL)
+        index = next((i for i, m in enumerate(tail) if m.id == message_id), None)
+        if index is None or tail[index].role != "user" or tail[index].is_compact_summary:
+            raise TurnRejected(NOT_LAST)
+        if any(m.role == "user" for m in tail[index + 1:]):
+            raise TurnRejected(NOT_LAST)
+        archived, _stored = archived_through(bundle, session=session, archive_scope=archive_scope)
+        if archived >= (tail[index].seq or 0):
+            raise TurnRejected(ARCHIVED)
+        bundle.messages.soft_delete(session, [m.id for m in tail[index:]])
 
     def _close_orphan(self, session: SessionScope, trip: asyncio.Future) -> None:
         """``trip`` (``_begin``'s) finished after its turn was cancelled: close that turn."""

@@ -1,4 +1,5 @@
-// The chat page's few behaviours htmx does not give: Enter to send, auto-scroll, the meter's
+// The chat page's few behaviours htmx does not give: Enter to send, Esc to stop, the message
+// box keeping focus and what is typed in it across the server's swaps, auto-scroll, the meter's
 // animation, the connection banner, and a re-sync after a reconnect. Everything else (sending
 // the form, swapping fragments) is the htmx ws extension.
 (function () {
@@ -99,7 +100,46 @@
     if (!evt.target || evt.target.id !== "composer-form") return;
     draft.pending = null;
     draft.lastSent = evt.detail.parameters.message;
+    // The box empties as the message goes (its values are taken already); a message the server
+    // refuses comes back as a draft (above). What is typed next stays, across the swaps below.
+    var text = document.getElementById("composer-text");
+    if (text) { text.value = ""; countComposer(); }
+    editing(null);
   });
+
+  // "Edit your last message" puts its text in the box; sending it then replaces that message
+  // and its reply (the form's hidden "replace" field names it). Cancel, or sending, ends it.
+  function editing(id, text) {
+    var replace = document.getElementById("composer-replace");
+    var note = document.getElementById("composer-editing");
+    var area = document.getElementById("composer-text");
+    if (replace) replace.value = id || "";
+    if (note) note.hidden = !id;
+    if (area && id && text !== undefined) {
+      area.value = text;
+      countComposer();
+      area.focus();
+      area.setSelectionRange(area.value.length, area.value.length);
+    }
+  }
+
+  document.addEventListener("click", function (evt) {
+    var edit = evt.target && evt.target.closest ? evt.target.closest("[data-edit]") : null;
+    if (edit) { evt.preventDefault(); editing(edit.dataset.edit, edit.dataset.text); return; }
+    if (evt.target && evt.target.id === "cancel-edit") {
+      evt.preventDefault();
+      var area = document.getElementById("composer-text");
+      if (area) { area.value = ""; countComposer(); area.focus(); }
+      editing(null);
+    }
+  });
+
+  // The server replaces the composer when a reply starts and ends (its state, Send and Stop).
+  // The message box keeps what is typed in it meanwhile, and the focus: a box, Send or Stop
+  // that had it hands it to the new box (a reply starting right after Enter, a Stop pressed).
+  var box = { focused: false, value: "", start: 0, end: 0, replace: "" };
+
+  function composerRunning() { return !!document.querySelector('#composer[data-state="running"]'); }
   document.addEventListener("input", function (evt) { if (evt.target && evt.target.id === "composer-text") draft.pending = null; });
 
   // The offline notice can be dismissed; it stays dismissed in this browser.
@@ -119,11 +159,22 @@
     if (el && dismissed(button.dataset.dismiss)) el.hidden = true;
   });
 
-  // Enter sends, Shift+Enter makes a new line.
+  // Enter sends, Shift+Enter makes a new line; while a reply is written Enter keeps the text
+  // (Send is shut) and Esc, anywhere on the page, stops the reply.
   document.addEventListener("keydown", function (evt) {
     var target = evt.target;
+    if (evt.key === "Escape" && !evt.isComposing && composerRunning()) {
+      var stop = document.getElementById("stop-form");
+      var button = stop && stop.querySelector("button.stop");
+      if (button && !button.disabled) {
+        evt.preventDefault();
+        stop.requestSubmit(button);
+      }
+      return;
+    }
     if (target && target.id === "composer-text" && evt.key === "Enter" && !evt.shiftKey && !evt.isComposing) {
       evt.preventDefault();
+      if (composerRunning()) return;
       countComposer();
       if (target.value.trim() && !target.form.reportValidity()) return;
       if (target.value.trim()) target.form.requestSubmit();
@@ -142,6 +193,14 @@
   chat.addEventListener("htmx:wsBeforeMessage", function () {
     var list = messages();
     if (list) follow.savedTop = list.scrollTop;
+    var composer = document.getElementById("composer");
+    var text = document.getElementById("composer-text");
+    box.focused = !!(composer && composer.contains(document.activeElement));
+    box.value = text ? text.value : "";
+    box.start = text ? text.selectionStart : 0;
+    box.end = text ? text.selectionEnd : 0;
+    var replace = document.getElementById("composer-replace");
+    box.replace = replace ? replace.value : "";
     oldWidths = {};
     document.querySelectorAll("#meter-bar .seg").forEach(function (seg) { oldWidths[seg.id] = seg.style.width; });
   });
@@ -186,11 +245,19 @@
       seg.style.width = after;
     });
     placeMeter();
+    var text = document.getElementById("composer-text");
+    if (text && box.value && !text.value) {  // the composer was swapped: what was typed stays
+      text.value = box.value;
+      text.setSelectionRange(box.start, box.end);
+      var replace = document.getElementById("composer-replace");
+      if (box.replace && replace && !replace.value) editing(box.replace);
+    }
     takeDraft();
     restoreDraft();
     countComposer();
-    var text = document.getElementById("composer-text");
-    if (text && !text.closest("fieldset").disabled && document.activeElement === document.body) text.focus();
+    var composer = document.getElementById("composer");
+    var lost = document.activeElement === document.body || (box.focused && !(composer && composer.contains(document.activeElement)));
+    if (text && !text.closest("fieldset").disabled && lost) text.focus();
   });
 
   chat.addEventListener("htmx:wsOpen", function (evt) {

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.test import Client
 
 from agents.chat import service as chat
+from agents.chat import turns
 from agents.llm import OfflineChatModel
 from agents.models import Conversation
 from agents.runtime.loop import Runtime
@@ -74,6 +75,14 @@ def make_runtime(tmp_path: Path, chat_bot):
 
     yield make
     chat.set_runtime_for_tests(None)
+
+
+@pytest.fixture
+async def live_turns():
+    """The process's live chat turns; those still running when the test ends are stopped and
+    awaited (a turn outlives its socket: agents.chat.turns)."""
+    yield turns.registry
+    await turns.registry.finish_all()
 
 
 @pytest.fixture

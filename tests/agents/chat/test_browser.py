@@ -43,14 +43,15 @@ class ChatInTheBrowser(ChatBrowserCase):
         assert "Offline model." in page.inner_text("#offline-notice")
         assert self.meter_total() == 0
 
-        # Tokens stream into a live bubble while the completion count grows, the message box shut
-        # and Stop open. The whole reply can take less time than one poll of the page on a loaded
-        # machine, so the page itself notes what it showed.
+        # Tokens stream into a live bubble while the completion count grows, Send shut (the box
+        # stays open for the next message) and Stop open. The whole reply can take less time than
+        # one poll of the page on a loaded machine, so the page itself notes what it showed.
         self.watch(
             running="document.querySelector('#composer[data-state=\"running\"]')",
             streaming="(() => { const c = document.querySelector('.msg.live .streaming');"
             " return c && c.textContent.length > 10 && +document.querySelector('#meter-completion').textContent > 0"
-            " && document.querySelector('#composer-text').matches(':disabled')"
+            " && document.querySelector('#composer-text').matches(':enabled')"
+            " && document.querySelector('button.send').matches(':disabled')"
             " && document.querySelector('button.stop').matches(':enabled'); })()",
         )
         self.send("hello there, who are you?")

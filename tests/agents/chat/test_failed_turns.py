@@ -18,7 +18,7 @@ from tests.agents.chat.conftest import open_socket, receive_until
 from tests.agents.chat.test_consumer import IDLE, send
 from tests.fakes.openai_server import FAKE_API_KEY, Reply, server_error
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("allowed_hosts")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("allowed_hosts", "live_turns")]
 
 
 async def _no_sleep(_seconds):
