@@ -21,13 +21,19 @@ pytestmark = BROWSER_MARKS
 DOCS_SHOTS = (
     SCREENSHOTS.parents[1] / "docs" / "screenshots" if os.environ.get("MODEX_DOC_SCREENSHOTS") == "1" else SCREENSHOTS
 )
+# Every layer on (the memory pages have lines to show) and a small threshold (the pruned catalog
+# has blocks to show after a few turns).
+PHONE_BOT_YML = MEMORY_BOT_YML.replace("      core_enabled: true\n", "      core_enabled: true\n      compression_threshold: 700\n      keep_tokens: 250\n")
+assert PHONE_BOT_YML.count("compression_threshold") == 1
+FILLER = " ".join(["we are planning a long walking trip along the coast with friends"] * 8)
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1400, "height": 900}
 
 # Every word (a run of letters and digits: a break after "/" or "-" is a fair place to wrap) of
 # every rendered text node, measured with a Range: one whose characters sit on two lines was
-# broken mid-word. A word wider than half the screen (a path, a token, a URL) cannot be kept on
-# one line of a phone and may break where it must; every ordinary word fits many times over.
+# broken mid-word. A string without spaces wider than half the screen (a path, a token, a URL)
+# cannot be kept on one line of a phone and may break where it must; an ordinary word fits many
+# times over.
 SPLIT_WORDS_JS = """() => {
   const found = [], range = document.createRange(), limit = window.innerWidth / 2;
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
@@ -35,18 +41,21 @@ SPLIT_WORDS_JS = """() => {
     for (let e = el; e && e !== document.body && parts.length < 3; e = e.parentElement)
       parts.unshift(e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.classList.length ? '.' + [...e.classList].join('.') : ''));
     return parts.join(' > '); };
+  const measure = (node, start, length) => {  // the width of a piece of text and on how many lines it lies
+    range.setStart(node, start);
+    range.setEnd(node, start + length);
+    const rects = [...range.getClientRects()].filter((r) => r.width > 0 && r.height > 0);
+    const lines = rects.length && rects.some((r) => Math.abs(r.top - rects[0].top) >= rects[0].height / 2) ? 2 : 1;
+    return {width: rects.reduce((sum, r) => sum + r.width, 0), lines};
+  };
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     const el = node.parentElement;
     if (!el || !el.checkVisibility({visibilityProperty: true})) continue;
-    for (const m of node.data.matchAll(/[\\p{L}\\p{N}]{2,}/gu)) {
-      range.setStart(node, m.index);
-      range.setEnd(node, m.index + m[0].length);
-      const rects = [...range.getClientRects()].filter((r) => r.width > 0 && r.height > 0);
-      if (rects.length < 2) continue;
-      const top = rects[0].top, height = rects[0].height;
-      if (!rects.some((r) => Math.abs(r.top - top) >= height / 2)) continue;
-      if (rects.reduce((sum, r) => sum + r.width, 0) > limit) continue;
-      found.push(m[0] + ' in ' + where(el));
+    for (const token of node.data.matchAll(/\\S+/g)) {
+      if (measure(node, token.index, token[0].length).width > limit) continue;
+      for (const m of token[0].matchAll(/[\\p{L}\\p{N}]{2,}/gu)) {
+        if (measure(node, token.index + m.index, m[0].length).lines > 1) found.push(m[0] + ' in ' + where(el));
+      }
     }
   }
   return found;
@@ -60,7 +69,7 @@ ON_SCREEN_JS = """(sel) => { const el = document.querySelector(sel); if (!el) re
 
 
 class Phone(ChatBrowserCase):
-    bot_yml = MEMORY_BOT_YML
+    bot_yml = PHONE_BOT_YML
     viewport = PHONE
     timeout_ms = 20000
 
@@ -76,8 +85,9 @@ class Phone(ChatBrowserCase):
     def focused_id(self) -> str:
         return self.page.evaluate("() => document.activeElement && document.activeElement.id")
 
-    def chat_with_content(self) -> str:
-        """A conversation with a remembered fact, a tool call and a few replies; its URL."""
+    def chat_with_content(self, *, cleanup: bool = False) -> str:
+        """A conversation with a remembered fact, a tool call and a few replies (and, with
+        ``cleanup``, enough more for a cleanup to fill the pruned catalog); its URL."""
         url = self.login_and_start()
         self.send("Please remember that my name is Sam and I recently moved from Lisbon to Porto.")
         self.wait_idle()
@@ -85,6 +95,13 @@ class Phone(ChatBrowserCase):
         self.wait_idle()
         self.send("hello there, who are you?")
         self.wait_idle()
+        for n in range(8 if cleanup else 0):
+            self.send(f"day {n}: {FILLER}")
+            self.wait_idle()
+            if self.page.locator(".notice.cleanup:not(.is-running)").count():
+                break
+        else:
+            assert not cleanup, "no cleanup came"
         return url
 
     def pages(self, chat_url: str) -> list[tuple[str, str]]:
@@ -119,7 +136,7 @@ class Phone(ChatBrowserCase):
             assert not self.split_words(), f"login at {size['width']} px: {self.split_words()}"
         page.set_viewport_size(PHONE)
         get_user_model().objects.filter(username=self.username).update(is_staff=True)
-        chat_url = self.chat_with_content()
+        chat_url = self.chat_with_content(cleanup=True)
         page.goto(f"{self.live_server_url}/settings/tokens/")
         page.fill("input[name=name]", "a script that backs up my notes")
         page.click("button:has-text('Create token')")
@@ -130,12 +147,15 @@ class Phone(ChatBrowserCase):
             page.set_viewport_size(size)
             for name, url in [("chat", chat_url), *self.pages(chat_url)]:
                 page.goto(url)
+                if name == "pruned":
+                    assert page.locator(".pruned-block").count(), "the pruned catalog has blocks to show"
                 if name == "chat":
                     page.wait_for_selector("#chat.is-connected")
                 page.wait_for_load_state("networkidle")
                 assert page.evaluate("() => document.documentElement.scrollWidth") <= size["width"], f"{name} is too wide"
                 if words := self.split_words():
                     broken[f"{name} at {size['width']} px"] = words
+                page.screenshot(path=str(SCREENSHOTS / f"pages-{name}-{size['width']}.png"), full_page=True)
                 if name == "chat" and size is PHONE:
                     # Inside the drawers too, and in the open menu.
                     for toggle in ("#conversations-toggle", "#meter-toggle", "#menu-toggle"):
@@ -222,9 +242,24 @@ class Phone(ChatBrowserCase):
         page.click("#menu-toggle")
         assert page.locator(".topbar nav a:has-text('Memory')").is_visible()
         assert self.focused_inside("#site-nav")
+        self.shot("phone-menu-open")
         page.keyboard.press("Escape")
         assert not page.locator(".topbar nav a:has-text('Memory')").is_visible()
         assert self.focused_id() == "menu-toggle"
+
+        # On a tablet the list is a column again and only the meter is a drawer.
+        page.set_viewport_size({"width": 900, "height": 1000})
+        page.wait_for_timeout(300)
+        assert not page.locator("#conversations-toggle").is_visible() and not page.locator("#menu-toggle").is_visible()
+        assert self.on_screen("#conversations-drawer .chat-sidebar") and self.on_screen("#meter-drawer") is None
+        page.click("#meter-toggle")
+        page.wait_for_timeout(300)
+        box = self.on_screen("#meter-drawer")
+        assert box and box["right"] <= 901, box
+        self.shot("tablet-meter-open")
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
+        assert self.on_screen("#meter-drawer") is None
 
         # At 1400 px the list and the meter are columns beside the chat, the toggles gone.
         page.set_viewport_size(DESKTOP)
