@@ -191,7 +191,7 @@ class Phone(ChatBrowserCase):
         assert page.get_attribute("#conversations-toggle", "aria-expanded") == "true"
         assert self.focused_inside("#conversations-drawer")
         assert page.locator("#conversations-drawer .conv.is-active").is_visible()
-        self.shot("phone-conversations-open")
+        page.screenshot(path=str(DOCS_SHOTS / "chat-390-conversations.png"))
         page.keyboard.press("Escape")
         page.wait_for_timeout(300)
         assert self.on_screen("#conversations-drawer") is None
@@ -207,8 +207,7 @@ class Phone(ChatBrowserCase):
         assert page.locator("#meter").is_visible() and page.locator("#meter-chart").is_visible()
         assert self.focused_inside("#meter-drawer")
         assert page.get_attribute("#meter-toggle", "aria-expanded") == "true"
-        if os.environ.get("MODEX_DOC_SCREENSHOTS") == "1":
-            page.screenshot(path=str(DOCS_SHOTS / "chat-390-context.png"))
+        page.screenshot(path=str(DOCS_SHOTS / "chat-390-context.png"))
         page.click("#meter-drawer [data-drawer-close]")
         page.wait_for_timeout(300)
         assert self.on_screen("#meter-drawer") is None
@@ -288,12 +287,6 @@ class Phone(ChatBrowserCase):
             messages = page.locator("#messages").bounding_box()
             assert messages["height"] >= 0.45 * size["height"], f"messages {messages['height']} px of {size['height']}"
             page.screenshot(path=str(SCREENSHOTS / f"phone-chat-{size['width']}x{size['height']}.png"))
-        page.set_viewport_size(PHONE)
-        page.goto(url)
-        page.wait_for_selector("#chat.is-connected")
-        page.wait_for_load_state("networkidle")
-        if os.environ.get("MODEX_DOC_SCREENSHOTS") == "1":
-            page.screenshot(path=str(DOCS_SHOTS / "chat-390-offline.png"))
         for size, name in ((PHONE, "home-390"), (DESKTOP, "home-1400")):
             page.set_viewport_size(size)
             page.goto(self.live_server_url + "/")
