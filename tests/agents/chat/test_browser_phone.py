@@ -71,13 +71,24 @@ ON_SCREEN_JS = """(sel) => { const el = document.querySelector(sel); if (!el) re
 class Phone(ChatBrowserCase):
     bot_yml = PHONE_BOT_YML
     viewport = PHONE
-    timeout_ms = 20000
+    timeout_ms = 40000  # a turn on a busy machine, the first of a fresh server process
 
     def split_words(self) -> list[str]:
         return self.page.evaluate(SPLIT_WORDS_JS)
 
     def on_screen(self, selector: str):
         return self.page.evaluate(ON_SCREEN_JS, selector)
+
+    def wait_open(self, selector: str) -> None:
+        """Until the drawer has slid all the way in: wholly on screen."""
+        self.page.wait_for_function(
+            f"(sel) => {{ const box = ({ON_SCREEN_JS})(sel); return !!box && box.left >= -1 && box.right <= window.innerWidth + 1; }}",
+            arg=selector,
+        )
+
+    def wait_closed(self, selector: str) -> None:
+        """Until the drawer has slid out and is hidden."""
+        self.page.wait_for_function(f"(sel) => ({ON_SCREEN_JS})(sel) === null", arg=selector)
 
     def focused_inside(self, selector: str) -> bool:
         return self.page.evaluate("(sel) => !!document.querySelector(sel).contains(document.activeElement)", selector)
@@ -158,12 +169,14 @@ class Phone(ChatBrowserCase):
                 page.screenshot(path=str(SCREENSHOTS / f"pages-{name}-{size['width']}.png"), full_page=True)
                 if name == "chat" and size is PHONE:
                     # Inside the drawers too, and in the open menu.
-                    for toggle in ("#conversations-toggle", "#meter-toggle", "#menu-toggle"):
+                    for toggle, drawer in (("#conversations-toggle", "#conversations-drawer"),
+                                           ("#meter-toggle", "#meter-drawer"), ("#menu-toggle", "#site-nav")):
                         page.click(toggle)
-                        page.wait_for_timeout(300)  # the slide-in transition
+                        self.wait_open(drawer)
                         if words := self.split_words():
                             broken[f"{name} at {size['width']} px with {toggle} open"] = words
                         page.keyboard.press("Escape")
+                        self.wait_closed(drawer)
         assert not broken, "\n".join(f"{where}: {'; '.join(words)}" for where, words in broken.items())
         assert not self.errors, self.errors
 
@@ -184,17 +197,13 @@ class Phone(ChatBrowserCase):
         # The conversation list: opened by a click, focus moves into it, Esc closes it and gives
         # the focus back to its toggle.
         page.click("#conversations-toggle")
-        page.wait_for_function("() => document.querySelector('#conversations-drawer').matches('.is-open')")
-        page.wait_for_timeout(300)
-        box = self.on_screen("#conversations-drawer")
-        assert box and box["left"] >= -1 and box["right"] <= PHONE["width"] + 1, box
+        self.wait_open("#conversations-drawer")
         assert page.get_attribute("#conversations-toggle", "aria-expanded") == "true"
         assert self.focused_inside("#conversations-drawer")
         assert page.locator("#conversations-drawer .conv.is-active").is_visible()
         page.screenshot(path=str(DOCS_SHOTS / "chat-390-conversations.png"))
         page.keyboard.press("Escape")
-        page.wait_for_timeout(300)
-        assert self.on_screen("#conversations-drawer") is None
+        self.wait_closed("#conversations-drawer")
         assert page.get_attribute("#conversations-toggle", "aria-expanded") == "false"
         assert self.focused_id() == "conversations-toggle"
 
@@ -202,31 +211,27 @@ class Phone(ChatBrowserCase):
         # closed by a tap on the shade beside it.
         page.focus("#meter-toggle")
         page.keyboard.press("Enter")
-        page.wait_for_timeout(300)
-        assert self.on_screen("#meter-drawer")
+        self.wait_open("#meter-drawer")
         assert page.locator("#meter").is_visible() and page.locator("#meter-chart").is_visible()
         assert self.focused_inside("#meter-drawer")
         assert page.get_attribute("#meter-toggle", "aria-expanded") == "true"
         page.screenshot(path=str(DOCS_SHOTS / "chat-390-context.png"))
         page.click("#meter-drawer [data-drawer-close]")
-        page.wait_for_timeout(300)
-        assert self.on_screen("#meter-drawer") is None
+        self.wait_closed("#meter-drawer")
         assert self.focused_id() == "meter-toggle"
         page.click("#meter-toggle")
-        page.wait_for_timeout(300)
-        assert self.on_screen("#meter-drawer")
+        self.wait_open("#meter-drawer")
         page.mouse.click(10, PHONE["height"] // 2)  # the shade left of the drawer
-        page.wait_for_timeout(300)
-        assert self.on_screen("#meter-drawer") is None
+        self.wait_closed("#meter-drawer")
         assert page.get_attribute("#meter-toggle", "aria-expanded") == "false"
 
         # One drawer at a time: opening the list closes the meter.
         page.click("#meter-toggle")
-        page.wait_for_timeout(300)
-        page.keyboard.press("Escape")
-        page.click("#conversations-toggle")
-        page.wait_for_timeout(300)
-        assert self.on_screen("#conversations-drawer") and self.on_screen("#meter-drawer") is None
+        self.wait_open("#meter-drawer")
+        page.evaluate("() => document.getElementById('conversations-toggle').click()")  # under the shade for a pointer
+        self.wait_open("#conversations-drawer")
+        self.wait_closed("#meter-drawer")
+        assert page.get_attribute("#meter-toggle", "aria-expanded") == "false"
 
         # A conversation picked in the drawer opens, with the drawer closed on the new page.
         page.click("#conversations-drawer .conv a")
@@ -248,21 +253,18 @@ class Phone(ChatBrowserCase):
 
         # On a tablet the list is a column again and only the meter is a drawer.
         page.set_viewport_size({"width": 900, "height": 1000})
-        page.wait_for_timeout(300)
+        page.wait_for_function("() => innerWidth === 900")
         assert not page.locator("#conversations-toggle").is_visible() and not page.locator("#menu-toggle").is_visible()
         assert self.on_screen("#conversations-drawer .chat-sidebar") and self.on_screen("#meter-drawer") is None
         page.click("#meter-toggle")
-        page.wait_for_timeout(300)
-        box = self.on_screen("#meter-drawer")
-        assert box and box["right"] <= 901, box
+        self.wait_open("#meter-drawer")
         self.shot("tablet-meter-open")
         page.keyboard.press("Escape")
-        page.wait_for_timeout(300)
-        assert self.on_screen("#meter-drawer") is None
+        self.wait_closed("#meter-drawer")
 
         # At 1400 px the list and the meter are columns beside the chat, the toggles gone.
         page.set_viewport_size(DESKTOP)
-        page.wait_for_timeout(300)
+        page.wait_for_function("() => innerWidth === 1400")
         for toggle in ("#conversations-toggle", "#meter-toggle", "#menu-toggle"):
             assert not page.locator(toggle).is_visible(), toggle
         chat_box = page.locator("#chat").bounding_box()
