@@ -160,9 +160,11 @@
   });
 
   // Enter sends, Shift+Enter makes a new line; while a reply is written Enter keeps the text
-  // (Send is shut) and Esc, anywhere on the page, stops the reply.
+  // (Send is shut) and Esc, anywhere on the page, stops the reply, unless it closes something
+  // first: an open drawer (drawers.js marks the event) or the context viewer's dialog.
   document.addEventListener("keydown", function (evt) {
     var target = evt.target;
+    if (evt.key === "Escape" && (evt.defaultPrevented || document.querySelector("dialog[open]"))) return;
     if (evt.key === "Escape" && !evt.isComposing && composerRunning()) {
       var stop = document.getElementById("stop-form");
       var button = stop && stop.querySelector("button.stop");

@@ -90,7 +90,7 @@ class ChatInTheBrowser(ChatBrowserCase):
         notice.locator("a").click()
         page.wait_for_selector(".toc-table")
         assert page.locator(".toc-table tbody tr").count() >= 2
-        assert page.locator(".pruned-block .block-head").first.inner_text().startswith("## [1] user · ")
+        assert page.locator(".pruned-block .block-head").first.inner_text().startswith("Message 1 · user · ")
         self.shot("chat-04-pruned")
 
         # A reload shows the history: the compact summary card, then the kept tail.

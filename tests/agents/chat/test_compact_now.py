@@ -102,3 +102,13 @@ def test_the_pruned_page_offers_compact_now(owner, conversation, chat_runtime):
     page = signed_in(owner).get(reverse("chat:pruned", args=[conversation.pk])).content.decode()
     assert f'action="{reverse("chat:compact", args=[conversation.pk])}"' in page
     assert "csrfmiddlewaretoken" in page and "Compact now" in page
+
+
+def test_the_chat_page_offers_compact_now_and_comes_back_to_the_conversation(owner, conversation, chat_runtime):
+    url = reverse("chat:conversation", args=[conversation.pk])
+    page = signed_in(owner).get(url).content.decode()
+    form = page.split('id="compact-now"')[0].rsplit("<form", 1)[1] + page.split('id="compact-now"')[1].split("</form>")[0]
+    assert f'action="{reverse("chat:compact", args=[conversation.pk])}"' in form and "csrfmiddlewaretoken" in form
+    talk(chat_runtime, conversation, *(f"{LONG} Step {n}." for n in range(3)))
+    response = compact(signed_in(owner), conversation)
+    assert response.redirect_chain[-1][0] == url and "Compacted:" in response.content.decode()
