@@ -6,6 +6,8 @@ browsers here). CI installs it; without it the test is skipped with the reason.
 
 from __future__ import annotations
 
+import re
+
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
@@ -33,6 +35,9 @@ def page(live_server, staff, bot_file):
 
 def test_staff_switches_archive_then_core_memory_on(transactional_db, live_server, staff, bot_file, page):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    # The shipped default has the long-term layers on: off here, so switching them on is the edit.
+    text = bot_file.read_text().replace("archive_enabled: true ", "archive_enabled: false", 1)
+    bot_file.write_text(text.replace("core_enabled: true ", "core_enabled: false", 1))
     page.goto(f"{live_server.url}/scopes/")
     expect(page).to_have_url(f"{live_server.url}/accounts/login/?next=/scopes/")
     page.get_by_label("Username").fill("staffer")
@@ -60,8 +65,9 @@ def test_staff_switches_archive_then_core_memory_on(transactional_db, live_serve
     page.screenshot(path=str(SCREENSHOTS / "scope_editor_saved.png"))
 
     text = bot_file.read_text()
-    assert "      archive_enabled: true   # long-term archive of evicted history\n" in text
-    assert "      core_enabled: true      # SOUL.md / USER.md / MEMORY.md, fed by the Dream Engine\n" in text
+    # Written back in place, each comment kept on its line.
+    assert re.search(r"^      archive_enabled: true +# long-term archive of every conversation, searchable$", text, re.M), text
+    assert re.search(r"^      core_enabled: true +# SOUL.md / USER.md / MEMORY.md, fed by the Dream Engine$", text, re.M), text
     config = load_declaration(bot_file).find("default").memory_config
     assert config.archive_enabled and config.core_enabled
     # After the htmx swap the form is live again and reflects the file.

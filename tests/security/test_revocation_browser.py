@@ -53,7 +53,13 @@ class RevocationInTheBrowser(ChatBrowserCase):
         finally:
             context.close()
         banner = self.page.locator("#connection")
-        banner.wait_for(state="visible")
+        # Wait for the close's own words: a banner already showing (a reconnect on a busy
+        # machine) must not be read in their place.
+        self.page.wait_for_function(
+            "() => !document.querySelector('#connection').hidden"
+            " && document.querySelector('#connection').innerText.includes('You are signed out')",
+            timeout=15000,
+        )
         assert "You are signed out" in banner.inner_text()
         assert not self.page.locator("#chat.is-connected").count()
         self.shot("security-chat-signed-out")
@@ -71,7 +77,10 @@ class RevocationInTheBrowser(ChatBrowserCase):
         other.click("form button[type=submit].danger, form button:has-text('Delete')")
         other.wait_for_url(re.compile(r".*/conversations/$"))
         banner = self.page.locator("#connection")
-        banner.wait_for(state="visible")
+        self.page.wait_for_function(
+            "() => document.querySelector('#connection').innerText.includes('This conversation no longer exists')",
+            timeout=15000,
+        )
         assert "This conversation no longer exists" in banner.inner_text()
         self.shot("security-chat-deleted")
         assert not self.errors, self.errors
