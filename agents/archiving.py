@@ -34,7 +34,7 @@ from django.utils import timezone
 from agents.runtime.hooks import HookPoint, RuntimeHooks
 from agents.runtime.tools.history_tools import archive_scope_for
 from memory.archiving import ArchivingResult, ArchivingStatus, archive_conversation
-from memory.scopes import Scope, SessionScope
+from memory.scopes import SessionScope
 from memory.threads import run_blocking
 
 if TYPE_CHECKING:
@@ -159,15 +159,13 @@ def install(hooks: RuntimeHooks, agent: Any, runtime: Runtime) -> None:
 def archive_idle_conversation(agent: str, user: str, session: str) -> dict:
     """Archive ``session`` if it has been idle for the idle time (else nothing: a later turn
     queued its own run)."""
-    from agents.tasks import current_environment
+    from agents.tasks import current_environment, session_scope
 
     env = current_environment()
     node = env.find_agent(agent)
     if node is None or not archiving_on(node):
         return {"status": "disabled"}
-    scope = Scope.parse(session)
-    if not isinstance(scope, SessionScope):
-        raise ValueError(f"not a session scope key: {session!r}")
+    scope = session_scope(session)
     result = archive_one(services=env.services, agent=node, user=user, session=scope, idle_for=idle_time())
     return {"status": result.status.value, "messages": result.messages, "through_seq": result.through_seq}
 

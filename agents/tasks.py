@@ -153,6 +153,14 @@ async def consolidate_core_memory(agent: str, user: str, mode: str = Consolidati
     }
 
 
+def session_scope(key: str) -> SessionScope:
+    """The session scope a task's argument names (ValueError for any other key)."""
+    scope = Scope.parse(key)
+    if not isinstance(scope, SessionScope):
+        raise ValueError(f"not a session scope key: {key!r}")
+    return scope
+
+
 @task()
 async def review_experience(agent: str, user: str, session: str, final_id: str, final_seq: int) -> dict:
     """The ExperienceReviewAgent for the run of ``session`` that ended with ``final_id``."""
@@ -163,9 +171,7 @@ async def review_experience(agent: str, user: str, session: str, final_id: str, 
     node = env.find_agent(agent)
     if node is None or not experience_enabled(node):
         return {"status": "disabled"}
-    scope = Scope.parse(session)
-    if not isinstance(scope, SessionScope):
-        raise ValueError(f"not a session scope key: {session!r}")
+    scope = session_scope(session)
     outcome = await ExperienceReviewAgent(services=env.services).areview(
         agent=node, user=user, session=scope, final_id=final_id, final_seq=final_seq
     )

@@ -172,7 +172,7 @@ class ArchiveProvider(MemoryProvider):
         attrs = {
             "handle": message.handle,
             "date": day(message.created_at),
-            "speaker": message.name if message.role == "tool" and message.name else message.role,
+            "speaker": message.speaker,
             "conversation": message.document_title or None,
         }
         return element("message", excerpt(message, matched), attrs=attrs)

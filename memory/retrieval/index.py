@@ -97,6 +97,11 @@ class ArchivedMessage:
         return f"{self.document_seq}.{self.seq}"
 
     @property
+    def speaker(self) -> str:
+        """Who said it: the role, or a tool result's tool name."""
+        return self.name if self.role == "tool" and self.name else self.role
+
+    @property
     def conversation(self) -> str:
         """The conversation's id (the session scope key without its kind)."""
         return self.session.split(":", 1)[1] if ":" in self.session else self.session

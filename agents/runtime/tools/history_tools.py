@@ -33,9 +33,8 @@ def archive_scope_for(*, agent: str, user_id: str) -> CompositeScope:
 
 
 def _line(message: ArchivedMessage, text: str) -> str:
-    speaker = message.name if message.role == "tool" and message.name else message.role
     title = f" · {message.document_title}" if message.document_title else ""
-    return f"[{message.handle}] {message.created_at:%Y-%m-%d %H:%M} · {speaker}{title}\n{text}"
+    return f"[{message.handle}] {message.created_at:%Y-%m-%d %H:%M} · {message.speaker}{title}\n{text}"
 
 
 class ArchiveSearchTool(Tool):
