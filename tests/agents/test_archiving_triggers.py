@@ -32,14 +32,7 @@ from tests.agents.test_long_term import long_term_agent
 PORTO = "My sister Maya moved to Porto last month, she works at a bakery there."
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    return request.param
-
-
-@pytest.fixture(autouse=True)
-def _queue(fresh_queue):
-    yield
+pytestmark = pytest.mark.usefixtures("fresh_queue")
 
 
 def archived_texts(services, user: str) -> list[str]:
