@@ -134,21 +134,25 @@ class Server:
 
 @contextlib.contextmanager
 def serve(*, template: str = "own", port: int | None = None, context: int = 8192, threads: int = 1,
-          slots: int = 1, binary: Path | None = None) -> Iterator[Server]:
-    """Run llama-server with SmolLM2 until the block ends (``-t 1``: with other work on two
-    cores one thread was the fastest)."""
+          slots: int = 1, binary: Path | None = None, model: Path | None = None) -> Iterator[Server]:
+    """Run llama-server with ``model`` (default SmolLM2) until the block ends (``-t 1``: with
+    other work on two cores one thread was the fastest). The binary's own folder is on the
+    library path, for a build whose shared libraries sit beside it."""
     binary = binary or find_server()
     if binary is None:
         raise FileNotFoundError("no llama-server: run `python scripts/llama_server.py build` (or make smoke-real)")
     port = port or free_port()
     alias = "smollm2-135m"
-    command = [str(binary), "-m", str(model_path()), "--host", "127.0.0.1", "--port", str(port), "-c", str(context),
+    command = [str(binary), "-m", str(model or model_path()), "--host", "127.0.0.1", "--port", str(port), "-c", str(context),
                "-np", str(slots), "-t", str(threads), "--alias", alias]
     if (path := template_path(template)) is not None:
         command += ["--chat-template-file", str(path)]
+    CACHE.mkdir(parents=True, exist_ok=True)
     log_path = CACHE / f"server-{template}-{port}.log"
     with open(log_path, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(
+            p for p in (str(Path(binary).parent), os.environ.get("LD_LIBRARY_PATH", "")) if p)}
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

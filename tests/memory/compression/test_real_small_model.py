@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
-import subprocess
 import time
-import urllib.request
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -74,39 +71,12 @@ VARIANTS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def llama_server():
-    port = _free_port()
-    env = {**os.environ, "LD_LIBRARY_PATH": str(Path(SERVER).parent)}
-    process = subprocess.Popen(
-        [SERVER, "-m", GGUF, "--host", "127.0.0.1", "--port", str(port), "-c", "8192", "-np", "1", "-t", "1"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"llama-server exited: {process.stderr.read().decode()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2):
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        process.kill()
-        pytest.fail("llama-server did not come up within 120 s")
-    yield f"{url}/v1"
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
+    from scripts.llama_server import serve
+
+    with serve(binary=Path(SERVER), model=Path(GGUF)) as server:
+        yield server.url
 
 
 def test_every_fact_is_kept_whatever_a_real_small_model_writes(llama_server) -> None:
