@@ -510,9 +510,7 @@ class ChatStream:
     # helpers ------------------------------------------------------------------------------
 
     async def _record_now(self, event: RuntimeEvent) -> MeterHistory:
-        if isinstance(event, ContextReady):
-            return await chat.arecord_context(session=self.session, event=event)
-        return await chat.arecord_cleanup(session=self.session, event=event)
+        return await chat.arecord(session=self.session, event=event)
 
     def _chunk(self, part: str, text: str) -> str:
         if self._muted:

@@ -346,24 +346,41 @@ def context_snapshot(*, conversation: Conversation) -> ContextSnapshot | None:
     return load_snapshot(kv=services().bundle.kv, session=session_of(conversation))
 
 
-def _record_step(session: SessionScope, event: ContextReady) -> MeterHistory:
-    kv = services().bundle.kv
-    history = record_context(kv=kv, session=session, event=event)
-    snapshot = snapshot_of(event, point=history.last)
-    if snapshot is not None:
-        record_snapshot(kv=kv, session=session, snapshot=snapshot)
+def _record_step(session: SessionScope, event: ContextReady, keep: bool) -> MeterHistory:
+    history = record_context(kv=services().bundle.kv, session=session, event=event)
+    if keep:
+        _keep_snapshot(session, event, history)
     return history
 
 
-async def arecord_context(*, session: SessionScope, event: ContextReady) -> MeterHistory:
-    """Record a ContextReady point in the session's meter history, and keep the step's request
-    by section for the context viewer (one trip off the event loop)."""
-    return await run_blocking(_record_step, session, event)
+def _keep_snapshot(session: SessionScope, event: ContextReady, history: MeterHistory) -> None:
+    snapshot = snapshot_of(event, point=history.last)
+    if snapshot is not None:
+        record_snapshot(kv=services().bundle.kv, session=session, snapshot=snapshot)
+
+
+async def arecord_context(*, session: SessionScope, event: ContextReady, keep: bool = True) -> MeterHistory:
+    """Record a ContextReady point in the session's meter history and, with ``keep``, the step's
+    request by section for the context viewer (one trip off the event loop)."""
+    return await run_blocking(_record_step, session, event, keep)
+
+
+async def akeep_snapshot(*, session: SessionScope, event: ContextReady, history: MeterHistory) -> None:
+    """Keep the step's request by section for the context viewer, once its meter point
+    (``history.last``) is recorded: a turn writes it after the point the meter waits for."""
+    await run_blocking(_keep_snapshot, session, event, history)
 
 
 async def arecord_cleanup(*, session: SessionScope, event: CleanupDone) -> MeterHistory:
     """Record a committed cleanup in the session's meter history (off the event loop)."""
     return await run_blocking(record_cleanup, kv=services().bundle.kv, session=session, event=event)
+
+
+async def arecord(*, session: SessionScope, event: ContextReady | CleanupDone, keep: bool = True) -> MeterHistory:
+    """Record a ContextReady (``arecord_context``) or a committed CleanupDone in the meter history."""
+    if isinstance(event, ContextReady):
+        return await arecord_context(session=session, event=event, keep=keep)
+    return await arecord_cleanup(session=session, event=event)
 
 
 # -- interrupted turns ------------------------------------------------------------------------

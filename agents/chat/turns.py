@@ -149,7 +149,7 @@ class LiveTurn:
         """The meter history once ``event`` (one this turn published) is recorded in it."""
         entry = self._records.get(id(event))
         if entry is None or entry[0] is not event:
-            return _record(self.session, event)
+            return chat.arecord(session=self.session, event=event)
         return asyncio.shield(entry[1])
 
     # -- running ----------------------------------------------------------------------------
@@ -185,6 +185,10 @@ class LiveTurn:
             future = asyncio.ensure_future(_record_after(previous, self.session, event))
             self._records[id(event)] = (event, future)
             self._last_record = future
+            if isinstance(event, ContextReady):
+                # The request for the context viewer is written after the meter's point, so the
+                # meter (and the text it holds back) never waits for a whole context's JSON.
+                self._last_record = asyncio.ensure_future(_keep_after(future, self.session, event))
 
     async def run(self, *, agent, user_id: str, text: str, replace_from: str | None = None,
                   allowed: Callable[[], Awaitable[bool]] | None = None, hand_back: bool = True) -> None:
@@ -229,17 +233,15 @@ class LiveTurn:
 BUSY = "A reply is still being written; wait for it or press Stop."
 
 
-async def _record(session: SessionScope, event: ContextReady | CleanupDone) -> MeterHistory:
-    if isinstance(event, ContextReady):
-        return await chat.arecord_context(session=session, event=event)
-    return await chat.arecord_cleanup(session=session, event=event)
-
-
 async def _record_after(previous: asyncio.Future | None, session: SessionScope, event) -> MeterHistory:
     if previous is not None:
         with contextlib.suppress(Exception):
             await previous
-    return await _record(session, event)
+    return await chat.arecord(session=session, event=event, keep=False)
+
+
+async def _keep_after(recorded: asyncio.Future, session: SessionScope, event: ContextReady) -> None:
+    await chat.akeep_snapshot(session=session, event=event, history=await recorded)
 
 
 class TurnRegistry:
