@@ -7,8 +7,10 @@ Only when the agent's ``archive_enabled`` is on. Within ``config.archive_budget_
    (``memory.retrieval``: BM25 and vectors fused, within this agent's archive of this user),
    each with the other half of its exchange (the reply to a request or a question, the
    request a reply answered: the answer is often in the turn next to the words that match) and,
-   with room left, the turn on its other side; each dated, with its speaker, its conversation's title and a handle that ``archive_read``
-   opens. Messages still in the live conversation are left out (they are in context already).
+   with room left, the turns around it up to ``RECALL_WINDOW`` on each side, nearest first.
+   Messages are grouped by conversation (its title and the day it opened said once), each with
+   its speaker, a handle that ``archive_read`` opens, and its own date when said on another day.
+   Messages still in the live conversation are left out (they are in context already).
    It takes at most ``RECALL_SHARE`` of the budget; what it leaves goes to the summaries. Hits
    are chosen best first and shown oldest first, so a fact and its later correction read in order.
 2. ``<archive_summaries>``: the newest documents' summaries that fit, shown oldest to newest,
@@ -37,11 +39,15 @@ DEFAULT_READ_TOOL = "archive_read"
 
 #: The share of the archive budget recalled messages may take (the rest is for summaries).
 RECALL_SHARE = 0.6
-#: At most this many recalled messages, and each shown whole up to this many characters
-#: (longer ones are cut around the words the query matched).
+#: At most this many messages match (each brings turns around it), and each is shown whole up
+#: to this many characters (longer ones are cut around the words the query matched).
 RECALL_LIMIT = 12
+#: Turns on each side of a matched message that may come with it, room allowing.
+RECALL_WINDOW = 2
 RECALL_CHARS = 700
 _MIN_RECALL_TOKENS = 48
+#: Fewer tokens than any recalled message element takes (its tags alone take about ten).
+_MIN_MESSAGE_TOKENS = 12
 #: What recall leaves to the summaries is rounded down to a multiple of this many tokens.
 SUMMARY_BUDGET_STEP = 32
 
@@ -70,6 +76,51 @@ def document_dates(document: ArchiveDocument) -> str:
 def excerpt(message: ArchivedMessage, words: tuple[str, ...], *, width: int = RECALL_CHARS) -> str:
     """The message whole when short enough, else ``width`` characters around its first matched word."""
     return textsearch.snippet(message.text, words, width=width)
+
+
+def _element(message: ArchivedMessage, matched: tuple[str, ...], date: str | None = None) -> str:
+    """One recalled message (``date``: when it was said on another day than its conversation opened)."""
+    attrs = {"handle": message.handle, "speaker": message.speaker, "date": date}
+    return element("message", excerpt(message, matched), attrs=attrs)
+
+
+class _Recall:
+    """The messages recall has chosen so far, best first, each rendered without a date of its own,
+    and the tokens they take."""
+
+    def __init__(self, budget: int, *, used: int) -> None:
+        self.budget, self.used = budget, used
+        self.chosen: list[tuple[ArchivedMessage, tuple[str, ...], str]] = []
+        self.shown: set[str] = set()
+        self._opened: set[str] = set()  # sessions whose conversation element is counted
+        self._tag_tokens: dict[str, int] = {}  # session -> tokens of its conversation's tags
+
+    def take(self, group: list[tuple[ArchivedMessage, tuple[str, ...]]]) -> None:
+        """Add ``group`` (a message and what comes with it), dropping its last turns until it fits."""
+        if self.budget - self.used < _MIN_MESSAGE_TOKENS:
+            return  # full: nothing more is rendered or counted
+        rendered = [(m, matched, _element(m, matched)) for m, matched in group if m.handle not in self.shown]
+        costs = [count_text(text) + 1 for _, _, text in rendered]
+        while rendered:
+            opening = {m.session: self._tags(m) for m, _, _ in rendered if m.session not in self._opened}
+            cost = sum(costs) + sum(opening.values())
+            if self.used + cost <= self.budget:
+                break
+            rendered.pop()  # the last of the group goes first
+            costs.pop()
+        for message, matched, text in rendered:
+            self.chosen.append((message, matched, text))
+            self.shown.add(message.handle)
+        if rendered:
+            self._opened.update(opening)
+            self.used += cost
+
+    def _tags(self, message: ArchivedMessage) -> int:
+        known = self._tag_tokens.get(message.session)
+        if known is None:
+            attrs = {"title": message.document_title or None, "date": day(message.created_at)}
+            known = self._tag_tokens[message.session] = count_text(wrap("conversation", ["x"], attrs=attrs)) + 1
+        return known
 
 
 class ArchiveProvider(MemoryProvider):
@@ -132,60 +183,51 @@ class ArchiveProvider(MemoryProvider):
             return message.session == current and message.seq in live
 
         hits = self._retrieval.search(
-            ctx.resolved_archive_scope(), ctx.query, limit=self._recall_limit, exclude=in_context, partners=True
+            ctx.resolved_archive_scope(), ctx.query, limit=self._recall_limit, exclude=in_context,
+            window=RECALL_WINDOW,
         )
         if not hits:
             return "", 0
-        chosen: list[tuple[ArchivedMessage, str]] = []
-        shown: set[str] = set()
-        used = count_text(self._render_recall([]))
-
-        def take(group: list[tuple[ArchivedMessage, str]]) -> None:
-            nonlocal used
-            group = [(message, text) for message, text in group if message.handle not in shown]
-            while group and used + sum(count_text(text) + 1 for _, text in group) > budget:
-                group.pop()  # the last of the group goes first
-            for message, text in group:
-                chosen.append((message, text))
-                shown.add(message.handle)
-                used += count_text(text) + 1
-
-        # Best first, while they fit: each hit with the other half of its exchange; then, with
-        # the room left, the turn on its other side.
+        recall = _Recall(budget, used=count_text(self._render_recall([])))
+        # Best first, while they fit: each hit with the other half of its exchange; then, round
+        # by round with the room left, the turns around each hit, nearest first.
         for hit in hits:
-            group = [(hit.message, self._element(hit.message, hit.matched))]
-            if hit.partner is not None:
-                group.append((hit.partner, self._element(hit.partner, ())))
-            take(group)
-        for hit in hits:
-            if hit.message.handle in shown:
-                take([(m, self._element(m, ())) for m in hit.context if m is not hit.partner])
+            recall.take([(hit.message, hit.matched), *([(hit.partner, ())] if hit.partner is not None else [])])
+        around = [[m for m in hit.nearby() if m is not hit.partner] for hit in hits if hit.message.handle in recall.shown]
+        for step in range(2 * RECALL_WINDOW):
+            for turns in around:
+                if step < len(turns):
+                    recall.take([(turns[step], ())])
+        chosen = recall.chosen
         if not chosen:
             return "", 0
         text = self._render_recall(chosen)
-        while chosen and count_text(text) > budget:  # the join may cost a token more than counted
+        while chosen and count_text(text) > budget:  # joins and dates may cost more than counted
             chosen.pop()
             text = self._render_recall(chosen)
         return (text, len(chosen)) if chosen else ("", 0)
 
-    def _element(self, message: ArchivedMessage, matched: tuple[str, ...]) -> str:
-        attrs = {
-            "handle": message.handle,
-            "date": day(message.created_at),
-            "speaker": message.speaker,
-            "conversation": message.document_title or None,
-        }
-        return element("message", excerpt(message, matched), attrs=attrs)
-
-    def _render_recall(self, chosen: list[tuple[ArchivedMessage, str]]) -> str:
+    def _render_recall(self, chosen: list[tuple[ArchivedMessage, tuple[str, ...], str]]) -> str:
         note = (
             "Messages from earlier conversations with this user that match their latest message, "
-            "each with the turn it answered or that answered it, oldest first, each dated when it "
-            "was said. A later message may correct an earlier one. "
-            f"{self._read_tool} shows the turns around a handle; {self._search_tool} searches for more."
+            "with the turns around them, by conversation, oldest first, each dated when it was "
+            "said. A later message may correct an earlier one. "
+            f"{self._read_tool} shows more turns around a handle; {self._search_tool} searches for more."
         )
-        ordered = sorted(chosen, key=lambda pair: (pair[0].created_at, pair[0].session, pair[0].seq))
-        return wrap(RECALL_TAG, [element("note", note), *(text for _, text in ordered)])
+        by_session: dict[str, list[tuple[ArchivedMessage, tuple[str, ...], str]]] = {}
+        for entry in sorted(chosen, key=lambda entry: (entry[0].created_at, entry[0].seq)):
+            by_session.setdefault(entry[0].session, []).append(entry)
+        groups = []
+        for entries in by_session.values():
+            entries.sort(key=lambda entry: entry[0].seq)
+            opened = day(entries[0][0].created_at)
+            children = []
+            for message, matched, text in entries:
+                said = day(message.created_at)
+                children.append(text if said == opened else _element(message, matched, said))
+            attrs = {"title": entries[0][0].document_title or None, "date": opened}
+            groups.append(wrap("conversation", children, attrs=attrs))
+        return wrap(RECALL_TAG, [element("note", note), *groups])
 
     # -- summaries ----------------------------------------------------------------------------
 

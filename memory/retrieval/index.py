@@ -116,9 +116,18 @@ class MessageHit:
     words: float | None = None  # BM25 score, when the words matched
     similarity: float | None = None  # cosine similarity, when the vectors took part
     matched: tuple[str, ...] = ()  # the query's words found in the message
-    #: The turns right before and after it in its conversation (asked with ``partners``).
-    previous: ArchivedMessage | None = None
-    following: ArchivedMessage | None = None
+    #: The turns right before and right after it in its conversation, nearest first (as many
+    #: on each side as the search's ``window`` asked; a window stops at an excluded turn).
+    before: tuple[ArchivedMessage, ...] = ()
+    after: tuple[ArchivedMessage, ...] = ()
+
+    @property
+    def previous(self) -> ArchivedMessage | None:
+        return self.before[0] if self.before else None
+
+    @property
+    def following(self) -> ArchivedMessage | None:
+        return self.after[0] if self.after else None
 
     @property
     def partner(self) -> ArchivedMessage | None:
@@ -131,12 +140,17 @@ class MessageHit:
             return self.following
         return self.previous if message.role == "assistant" else None
 
-    @property
-    def context(self) -> tuple[ArchivedMessage, ...]:
-        """Its neighbours, the partner first."""
+    def nearby(self) -> tuple[ArchivedMessage, ...]:
+        """Its neighbours in the order they most likely bear on it: the partner, then the turns
+        nearest to it, the one after first at each distance (a conversation goes on from what
+        matched: the answer to "what did you sell?" is often the second turn after it)."""
         partner = self.partner
-        others = [m for m in (self.previous, self.following) if m is not None and m is not partner]
-        return tuple([partner] if partner is not None else []) + tuple(others)
+        out = [partner] if partner is not None else []
+        for distance in range(max(len(self.before), len(self.after))):
+            for side in (self.after, self.before):
+                if distance < len(side) and side[distance] is not partner:
+                    out.append(side[distance])
+        return tuple(out)
 
 
 @dataclass
@@ -319,11 +333,10 @@ class ScopeIndex:
         for start in range(0, n, block):
             stop = min(n, start + block)
             np.matmul(self._vectors[start:stop], query, out=similarities[start:stop])
-        if n > CANDIDATES:
-            top = np.argpartition(-similarities, CANDIDATES - 1)[:CANDIDATES]
-        else:
-            top = np.arange(n)
-        top = top[similarities[top] >= min_similarity]
+        # Only rows close enough take part: usually a small share, so the partial sort is cheap.
+        top = np.flatnonzero(similarities >= min_similarity)
+        if top.size > CANDIDATES:
+            top = top[np.argpartition(-similarities[top], CANDIDATES - 1)[:CANDIDATES]]
         order = top[np.lexsort((-top, -similarities[top]))]
         return order, similarities[order]
 
@@ -335,10 +348,10 @@ class ScopeIndex:
         limit: int = 10,
         min_similarity: float = 0.5,
         exclude: Callable[[ArchivedMessage], bool] | None = None,
-        partners: bool = False,
+        window: int = 0,
     ) -> list[MessageHit]:
         """The ``limit`` most relevant messages for ``query`` (see the module docstring); with
-        ``partners``, each with the turns next to it (``previous``, ``following``), unless excluded."""
+        ``window``, each with up to that many turns on each side (``before``, ``after``)."""
         if limit <= 0:
             return []
         word_rows, word_scores, matched = self.bm25(query)
@@ -361,29 +374,34 @@ class ScopeIndex:
                 words=words_of.get(row),
                 similarity=similarity_of.get(row),
                 matched=tuple(sorted(matched.get(row, ()))),
-                **(self._neighbours(self.rows[row], exclude) if partners else {}),
+                **(self._window(self.rows[row], window, exclude) if window > 0 else {}),
             )
             for row in best[:limit]
         ]
 
-    def _neighbours(
-        self, message: ArchivedMessage, exclude: Callable[[ArchivedMessage], bool] | None
-    ) -> dict[str, ArchivedMessage | None]:
-        previous, following = self.neighbours(message)
-        if exclude is not None:
-            previous = None if previous is None or exclude(previous) else previous
-            following = None if following is None or exclude(following) else following
-        return {"previous": previous, "following": following}
-
-    def neighbours(self, message: ArchivedMessage) -> tuple[ArchivedMessage | None, ArchivedMessage | None]:
-        """The archived turns right before and right after ``message`` in its conversation."""
+    def _window(
+        self, message: ArchivedMessage, size: int, exclude: Callable[[ArchivedMessage], bool] | None
+    ) -> dict[str, tuple[ArchivedMessage, ...]]:
         ordered = self._sessions.get(message.session, [])
-        at = bisect.bisect_left(ordered, (message.seq, -1))
-        if at >= len(ordered) or ordered[at][0] != message.seq:
-            return None, None
-        previous = self.rows[ordered[at - 1][1]] if at > 0 else None
-        following = self.rows[ordered[at + 1][1]] if at + 1 < len(ordered) else None
-        return previous, following
+        at = self._position(ordered, message.seq)
+        if at is None:
+            return {}
+
+        def side(rows: Iterable[tuple[int, int]]) -> tuple[ArchivedMessage, ...]:
+            out = []
+            for _, row in rows:
+                if exclude is not None and exclude(self.rows[row]):
+                    break
+                out.append(self.rows[row])
+            return tuple(out)
+
+        return {"before": side(reversed(ordered[max(0, at - size):at])), "after": side(ordered[at + 1:at + 1 + size])}
+
+    @staticmethod
+    def _position(ordered: list[tuple[int, int]], seq: int) -> int | None:
+        """Where the message ``seq`` is in a conversation's sorted (seq, row) list, if it is."""
+        at = bisect.bisect_left(ordered, (seq, -1))
+        return at if at < len(ordered) and ordered[at][0] == seq else None
 
     def around(self, handle: str, *, before: int, after: int) -> list[ArchivedMessage]:
         """The messages of the handle's conversation from ``before`` turns before it to ``after``
@@ -393,8 +411,8 @@ class ScopeIndex:
         if session is None:
             return []
         ordered = self._sessions.get(session, [])
-        at = bisect.bisect_left(ordered, (seq, -1))
-        if at >= len(ordered) or ordered[at][0] != seq or self.rows[ordered[at][1]].document_seq != document_seq:
+        at = self._position(ordered, seq)
+        if at is None or self.rows[ordered[at][1]].document_seq != document_seq:
             return []
         start, stop = max(0, at - max(0, before)), min(len(ordered), at + max(0, after) + 1)
         return [self.rows[row] for _, row in ordered[start:stop]]

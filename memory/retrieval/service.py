@@ -91,10 +91,11 @@ class Retrieval:
         *,
         limit: int = 10,
         exclude: Callable[[ArchivedMessage], bool] | None = None,
-        partners: bool = False,
+        window: int = 0,
     ) -> list[MessageHit]:
         """The archived messages of ``scope`` most relevant to ``query``, best first (with
-        ``partners``, each with the turns next to it: ``MessageHit.partner``, ``.context``)."""
+        ``window``, each with up to that many turns on each side: ``MessageHit.partner``,
+        ``.nearby()``)."""
         if not isinstance(query, str):
             raise TypeError(f"a search query must be a string, got {type(query).__name__}")
         if limit <= 0 or not query.strip():
@@ -110,7 +111,7 @@ class Retrieval:
                 limit=limit,
                 min_similarity=self.min_similarity,
                 exclude=exclude,
-                partners=partners,
+                window=window,
             )
 
     def around(self, scope: Scope, handle: str, *, before: int = 3, after: int = 3) -> list[ArchivedMessage]:

@@ -150,7 +150,7 @@ def test_a_hit_names_the_other_half_of_its_exchange(bundle, words_only):
         "x", "Any idea for a gift for my dad?", "A good pair of gardening gloves.", "And for my aunt?",
         roles=("user", "assistant", "user"),
     ))
-    by_text = {h.message.text: h for h in words_only.search(ALICE, "gift dad gardening gloves aunt", partners=True)}
+    by_text = {h.message.text: h for h in words_only.search(ALICE, "gift dad gardening gloves aunt", window=1)}
     assert by_text["Any idea for a gift for my dad?"].partner.text == "A good pair of gardening gloves."
     assert by_text["A good pair of gardening gloves."].partner.text == "Any idea for a gift for my dad?"
     assert by_text["And for my aunt?"].partner is None  # not answered (yet) in the archive

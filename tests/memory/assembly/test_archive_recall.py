@@ -70,7 +70,7 @@ def test_the_message_that_answers_is_recalled_with_its_date_and_speaker(bundle, 
     recall = recall_part(found.text)
     assert "finished in 52 minutes" in recall
     assert 'date="8 May 2023"' in recall and 'speaker="user"' in recall
-    assert 'conversation="Chat a1"' in recall and "handle=" in recall
+    assert '<conversation title="Chat a1" date="8 May 2023">' in recall and "handle=" in recall
     assert "mushroom" not in recall  # nothing about the question, nothing recalled
     assert f"<{TAG}>" in found.text  # the summaries still follow
     assert found.items >= 1
@@ -149,7 +149,9 @@ def test_a_matched_request_brings_the_reply_that_answered_it(bundle, retrieval):
     recall = recall_part(section(bundle, retrieval, "What name did you suggest for the kitten?").text)
     assert "Biscuit" in recall  # the reply shares no word with the question, yet it is the answer
     assert recall.index("new kitten") < recall.index("Biscuit")  # in the order they were said
-    assert "tomato" not in recall.lower()
+    assert "Sungold" not in recall  # three turns on: beyond the window
+    tight = recall_part(section(bundle, retrieval, "What name did you suggest for the kitten?", budget=250).text)
+    assert "Biscuit" in tight and "tomato" not in tight.lower()  # room for the exchange alone
 
 
 def test_a_matched_reply_brings_the_request_it_answered_unless_that_is_live(bundle, retrieval):
@@ -171,3 +173,46 @@ def test_a_question_between_peers_brings_the_turn_that_answered_it(bundle, retri
     ))
     recall = recall_part(section(bundle, retrieval, "What does she make in pottery?").text)
     assert "cobalt" in recall
+
+
+def test_a_conversation_title_is_said_once_however_many_of_its_turns_are_recalled(bundle, retrieval):
+    bundle.archive.put(ARCHIVE, conversation(
+        "t1", "The allotment plot number is 14B.", "Noted, plot 14B.",
+        "The allotment gate code is 2291.", "Gate code 2291, got it.",
+    ))
+    recall = recall_part(section(bundle, retrieval, "allotment plot and gate code").text)
+    assert "14B" in recall and "2291" in recall
+    assert recall.count("<conversation ") == 1 and recall.count('title="Chat t1"') == 1
+    assert recall.count('date="8 May 2023"') == 1  # every turn of the day under its conversation's date
+
+
+def test_a_turn_said_on_another_day_than_its_conversation_opened_carries_its_own_date(bundle, retrieval):
+    bundle.archive.put(ARCHIVE, ArchiveDocument(
+        session="session:late",
+        summary="Late night",
+        title="Chat late",
+        messages=(
+            Message(role="user", content="Is the Lisbon ferry strike still on?", created_at=MAY).with_seq(1),
+            Message(role="assistant", content="The Lisbon ferry strike ended at midnight.",
+                    created_at=MAY + timedelta(hours=7)).with_seq(2),
+        ),
+        created_at=MAY,
+    ))
+    recall = recall_part(section(bundle, retrieval, "Lisbon ferry strike").text)
+    assert '<conversation title="Chat late" date="8 May 2023">' in recall
+    assert 'date="9 May 2023">The Lisbon ferry strike ended' in recall
+
+
+def test_room_left_brings_the_turns_further_along_where_an_answer_often_is(bundle, retrieval):
+    # Two people talking: the news, a reaction, then the detail that answers.
+    bundle.archive.put(ARCHIVE, conversation(
+        "s1", "Guess what, I sold my first painting!", "No way! Tell me everything.",
+        "A watercolour of the harbour; a neighbour paid eighty pounds for it.", "That is brilliant.",
+        "Anyway, the weather has been awful this week.", "Same here, rain every day.",
+    ))
+    recall = recall_part(section(bundle, retrieval, "How much did my first painting sell for?", budget=1200).text)
+    assert "eighty pounds" in recall  # two turns after the match
+    assert "rain every day" not in recall  # beyond the window
+    small = recall_part(section(bundle, retrieval, "How much did my first painting sell for?", budget=250).text)
+    assert "sold my first painting" in small and "Tell me everything" in small  # the exchange first
+    assert "eighty pounds" not in small  # no room left for the turns around it
