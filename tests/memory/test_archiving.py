@@ -148,6 +148,15 @@ def test_a_busy_session_is_left_to_the_next_trigger(bundle):
     assert bundle.archive.list(ARCHIVE) == []
 
 
+def test_a_conversation_archived_through_its_end_is_up_to_date_without_taking_the_lease(bundle):
+    bundle.messages.append(S, chat(2))
+    assert archive(bundle).status is ArchivingStatus.ARCHIVED
+    acquire_lease(kv=bundle.kv, scope=S, name="cleanup", ttl=60, holder="a cleanup")
+    assert archive(bundle).status is ArchivingStatus.UP_TO_DATE  # read, not locked: nothing to wait for
+    bundle.messages.append(S, chat(1, start=2))
+    assert archive(bundle).status is ArchivingStatus.BUSY  # something new: only under the lease
+
+
 def test_only_a_quiet_conversation_is_archived_when_idleness_is_asked(bundle):
     appended = bundle.messages.append(S, chat(1))
     recent = archive(bundle, idle_for=timedelta(minutes=30), now=lambda: appended[-1].created_at + timedelta(minutes=5))
