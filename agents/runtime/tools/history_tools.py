@@ -60,14 +60,13 @@ class ArchiveSearchTool(Tool):
             return f"No archived message matches {args['query']!r}."
         # Each match with the other half of its exchange (the answer is often the next turn),
         # in the order they were said; a message shown once.
-        shown: dict[str, str] = {}
+        shown: dict[str, tuple[ArchivedMessage, tuple[str, ...]]] = {}
         for hit in hits:
-            shown.setdefault(hit.message.handle, _line(hit.message, excerpt(hit.message, hit.matched, width=HIT_CHARS)))
+            shown.setdefault(hit.message.handle, (hit.message, hit.matched))
             if hit.partner is not None:
-                shown.setdefault(hit.partner.handle, _line(hit.partner, excerpt(hit.partner, (), width=HIT_CHARS)))
-        messages = {m.handle: m for hit in hits for m in (hit.message, hit.partner) if m is not None}
-        ordered = sorted(shown, key=lambda h: (messages[h].created_at, messages[h].session, messages[h].seq))
-        return "\n\n".join(shown[handle] for handle in ordered)
+                shown.setdefault(hit.partner.handle, (hit.partner, ()))
+        ordered = sorted(shown.values(), key=lambda pair: (pair[0].created_at, pair[0].session, pair[0].seq))
+        return "\n\n".join(_line(m, excerpt(m, matched, width=HIT_CHARS)) for m, matched in ordered)
 
 
 class ArchiveReadTool(Tool):
