@@ -16,6 +16,7 @@ from asgiref.sync import async_to_sync
 
 from agents.chat import service as chat
 from agents.models import Conversation
+from agents.personal.memory import user_id
 from agents.runtime.cleanup import compact
 from memory.compression.results import CleanupFailed, CleanupStatus
 
@@ -42,7 +43,7 @@ def compact_now(*, user, conversation_id: str) -> CompactOutcome:
         return CompactOutcome(False, "Nothing to compact yet: this conversation has no messages.")
     try:
         result = async_to_sync(compact)(
-            services=runtime.services, session=session, agent=agent, user_id=chat_user_id(user),
+            services=runtime.services, session=session, agent=agent, user_id=user_id(user),
             model=runtime.calls, force=True, lease_ttl=runtime.cleanup_lease_ttl,
         )
     except CleanupFailed as exc:
@@ -62,8 +63,3 @@ def compact_now(*, user, conversation_id: str) -> CompactOutcome:
             f"part a cleanup always keeps ({agent.memory_config.keep:,} tokens)."
         ))
     return CompactOutcome(False, f"Nothing was compacted: {result.reason}.")
-
-
-def chat_user_id(user) -> str:
-    """The id a conversation's runs are keyed by (the socket consumer uses the same)."""
-    return str(user.pk)
