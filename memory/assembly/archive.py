@@ -25,6 +25,7 @@ from datetime import datetime
 
 from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, SectionPart
 from memory.assembly.xml import element, wrap
+from memory.compression.dates import day
 from memory.retrieval.index import ArchivedMessage
 from memory.retrieval.service import Retrieval
 from memory.stores import textsearch
@@ -56,10 +57,6 @@ SUMMARY_BUDGET_STEP = 32
 _MIN_FETCH = 4
 _MAX_FETCH = 256
 _TOKENS_PER_DOC_GUESS = 40
-
-
-def day(moment: datetime) -> str:
-    return f"{moment.day} {moment:%b %Y}"
 
 
 def document_dates(document: ArchiveDocument) -> str:
