@@ -183,10 +183,9 @@
     }
   });
 
-  // The meter's fragments carry sizes as data-width / data-left: the Content-Security-Policy
-  // refuses inline style attributes, but styles set from this (same-origin) script are allowed.
+  // The meter's segments carry their widths as data-width: the Content-Security-Policy refuses
+  // inline style attributes, but styles set from this (same-origin) script are allowed.
   function placeMeter() {
-    document.querySelectorAll("#meter-bar [data-left]").forEach(function (el) { el.style.left = el.dataset.left; });
     document.querySelectorAll("#meter-bar .seg[data-width]").forEach(function (seg) {
       if (!seg.style.width) seg.style.width = seg.dataset.width;
     });
