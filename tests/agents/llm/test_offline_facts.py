@@ -144,6 +144,27 @@ def test_the_offline_dream_engine_moves_the_user_and_keeps_the_past(tmp_path, ba
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_the_offline_dream_engine_records_the_message_each_line_rests_on(tmp_path, backend):
+    from agents.llm import as_text_completion
+    from agents.runtime.services import build_services
+
+    agent = long_term_agent()
+    services = build_services(backend=backend, workspace=tmp_path, model=OfflineChatModel())
+    scope = archive_scope_for(agent="default", user_id="7")
+    said = [("user", "Hi there, how are you?"), ("assistant", "Good! What keeps you busy these days?"),
+            ("user", "I work as a paramedic at Greenfield Hospital, so my weekdays are pretty packed."),
+            ("assistant", "That sounds demanding."), ("user", "It is. I live in Lisbon, near the river.")]
+    document = services.bundle.archive.put(scope, ArchiveDocument(session="session:c1", summary="", messages=tuple(
+        Message(role=role, content=text, seq=10 + n) for n, (role, text) in enumerate(said))))
+    dream = DreamEngine(bundle=services.bundle, model=as_text_completion(services.model), options=None)
+    dream.consolidate(agent="default", user="7", config=agent.memory_config)
+    ledger = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7").ledger(file=USER)
+    work, home = ledger.source_of("Works as a paramedic at Greenfield Hospital"), ledger.source_of("Lives in Lisbon")
+    assert (work.session, work.document, work.seq) == ("session:c1", document.id, 12)
+    assert (home.session, home.document, home.seq) == ("session:c1", document.id, 14)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 async def test_remember_two_facts_then_ask_what_it_knows(tmp_path, backend):
     agent = long_term_agent()
     runtime, services, _ = runtime_setup(tmp_path, backend, agent, OfflineChatModel())
