@@ -4,14 +4,18 @@ Beside each core memory file ``F`` the KV holds ``F.lines`` (JSON), written in t
 the file by ``CoreMemory``::
 
     {"lines":   {"<normalised line>": {"by": "dream", "at": "...", "said_at": "...",
-                                       "session": "session:…", "document": "<archive id>"}},
+                                       "session": "session:…", "document": "<archive id>",
+                                       "seq": 12}},
      "removed": {"<normalised line>" | "attr:<key>": "<when a person removed it>"},
      "cleared_at": "<when the person asked to forget everything>" | null}
 
 ``by`` is the change source (``agent``, ``dream``, ``user:<id>``, ``admin:<id>``, ``system``);
 ``at`` when the line was written; ``said_at`` when what it states was said (the time of the
 message it came from; the Dream Engine knows it, an edit made now is "said" now); ``session`` the
-conversation and ``document`` the archive document it came from.
+conversation and ``document`` the archive document it came from; ``seq`` the message it rests on
+(its seq in that conversation), when the Dream Engine's model named one. Edits made by people or
+by the agent's tool rest on no one message: no ``seq``. Entries written before ``seq`` existed
+read as having none.
 
 Two uses. People see each line's source (the memory page). And facts never quietly go back: a
 line's *as of* time (``said_at``, else ``at``) lets the Dream Engine refuse an older statement
@@ -93,6 +97,12 @@ def _time(value: object) -> datetime | None:
         return None
 
 
+def _seq(value: object) -> int | None:
+    """A message seq as stored (a non-negative int); None for anything else (a damaged entry
+    loses that provenance, nothing more)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class LineSource:
     """Where one line came from (see the module docstring)."""
@@ -102,20 +112,23 @@ class LineSource:
     said_at: datetime | None = None
     session: str = ""
     document: str = ""
+    seq: int | None = None  # the message it rests on, by its seq in ``session``
 
     @property
     def as_of(self) -> datetime:
         """When what the line states was last known true: when it was said, else written."""
         return self.said_at or self.at
 
-    def to_data(self) -> dict[str, str]:
-        data = {"by": self.by, "at": self.at.isoformat()}
+    def to_data(self) -> dict[str, str | int]:
+        data: dict[str, str | int] = {"by": self.by, "at": self.at.isoformat()}
         if self.said_at is not None:
             data["said_at"] = self.said_at.isoformat()
         if self.session:
             data["session"] = self.session
         if self.document:
             data["document"] = self.document
+        if self.seq is not None:
+            data["seq"] = self.seq
         return data
 
     @classmethod
@@ -126,7 +139,7 @@ class LineSource:
         if at is None:
             return None
         return cls(str(data.get("by") or "unknown"), at, _time(data.get("said_at")),
-                   str(data.get("session") or ""), str(data.get("document") or ""))
+                   str(data.get("session") or ""), str(data.get("document") or ""), _seq(data.get("seq")))
 
 
 @dataclass(frozen=True, slots=True)

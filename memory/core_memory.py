@@ -373,7 +373,8 @@ class CoreMemory:
         self._check_writer(proposal.file, source)
         if proposal.agent != self._agent:
             raise ValueError(f"proposal {proposal.id} is for agent {proposal.agent}, not {self._agent}")
-        origin = Origin(session=proposal.session, document=proposal.document, said_at=proposal.said_at)
+        origin = Origin(session=proposal.session, document=proposal.document, said_at=proposal.said_at,
+                        seq=proposal.seq)
         for _ in range(_APPEND_ATTEMPTS):
             if not proposal.pending:
                 raise ProposalDecided(f"this proposal was {proposal.status} already")
@@ -507,7 +508,7 @@ class CoreMemory:
             ledger = self.ledger(file=file)
         if action != "forget":
             said = origin.said_at if origin.said_at is not None and origin.said_at <= now else None
-            here = LineSource(source, now, said, origin.session, origin.document)
+            here = LineSource(source, now, said, origin.session, origin.document, origin.seq)
             ledger = ledger.after(file=file, old_text=current.text, new_text=text, source=here,
                                   line_sources=line_sources, legacy_at=current.updated_at,
                                   by_person=is_person(source))

@@ -8,10 +8,10 @@ context until a staff member accepts it.
 Each proposal is the KV item ``proposal.<id>`` in the agent's scope (``AgentScope(agent)``, where
 SOUL.md lives), holding JSON: the file, the action (``append``, ``replace``, ``remove``), the text,
 the text to replace, who proposed it (``agent`` or ``dream``), the user whose conversation it came
-from, that conversation (its session scope key) and archive document, an excerpt of what was said,
-the file's version when it was proposed, and its status (``pending``, then ``accepted`` or
-``rejected`` with who decided and when). Writes are compare-and-set on the proposal's version, so
-two staff members never both decide one proposal.
+from, that conversation (its session scope key), archive document and message (``seq``, when
+known), an excerpt of what was said, the file's version when it was proposed, and its status
+(``pending``, then ``accepted`` or ``rejected`` with who decided and when). Writes are
+compare-and-set on the proposal's version, so two staff members never both decide one proposal.
 
 Limits keep one user from flooding staff: at most ``MAX_PENDING_PER_USER`` pending proposals per
 user and agent, ``MAX_PENDING`` per agent (``ProposalLimit``); a proposal identical to a pending or
@@ -81,6 +81,7 @@ class Proposal:
     decided_at: datetime | None = None
     note: str = ""
     version: int = 0
+    seq: int | None = None  # the message it rests on (its seq in ``session``), when known
 
     @property
     def key(self) -> str:
@@ -111,6 +112,8 @@ class Proposal:
             "decided_by": self.decided_by, "decided_at": self.decided_at.isoformat() if self.decided_at else None,
             "note": self.note,
         }
+        if self.seq is not None:
+            data["seq"] = self.seq
         return json.dumps(data, ensure_ascii=False, sort_keys=True)
 
     @classmethod
@@ -130,10 +133,14 @@ class Proposal:
                 said_at=when("said_at"), created_at=datetime.fromisoformat(data["created_at"]),
                 base_version=int(data.get("base_version") or 0), status=str(data.get("status") or PENDING),
                 decided_by=str(data.get("decided_by") or ""), decided_at=when("decided_at"),
-                note=str(data.get("note") or ""), version=item.version,
+                note=str(data.get("note") or ""), version=item.version, seq=_seq(data.get("seq")),
             )
         except (ValueError, KeyError, TypeError):
             return None
+
+
+def _seq(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _clip(text: str, limit: int) -> str:
@@ -188,7 +195,7 @@ def draft(
         id=uuid.uuid4().hex[:16], agent=agent, file=file, action=action, text=_clip(text, MAX_TEXT),
         old=_clip(old, MAX_TEXT), source=source, user=user, session=origin.session, document=origin.document,
         evidence=_clip(clean_text(origin.evidence or ""), MAX_EVIDENCE), said_at=origin.said_at, created_at=now,
-        base_version=base_version,
+        base_version=base_version, seq=origin.seq,
     )
 
 

@@ -135,12 +135,14 @@ class CoreChange:
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where a change comes from: the conversation (session scope key), the archive document,
-    when what it states was said, and (for proposals) an excerpt of what was said."""
+    when what it states was said, the message it rests on (its ``seq`` in that conversation,
+    when known), and (for proposals) an excerpt of what was said."""
 
     session: str = ""
     document: str = ""
     said_at: datetime | None = None
     evidence: str = ""
+    seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

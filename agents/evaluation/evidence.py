@@ -17,6 +17,19 @@ letter or digit (so punctuation, spacing and line breaks do not matter). A turn 
 ``MIN_TEXT_WORDS`` words is found by id only (a "Yes!" would match anywhere). An excerpt that
 cuts the turn short, a paraphrase or a summary of it is not the turn: it is not counted.
 
+One exception, for core memory only, **by provenance**: the Dream Engine rewrites what was said
+into short lines ("I work as a paramedic at Greenfield Hospital, so ..." becomes "Works as a
+paramedic at Greenfield Hospital"), and records in the file's line ledger the message each line
+rests on (``memory.core_lines.LineSource``: its conversation, archive document and ``seq``). A
+line derived from the turn, recorded so by that provenance, is the turn's content rewritten: the
+turn counts for the core memory tier when a line of the core memory section sent holds, in the
+ledger, the turn's archived message as its source (that document of that conversation, the
+message with that seq, whose id is ``Turn.message_id``). It is exact: only lines present in the
+section as sent (a line cut at the file's cap is not the line), only the message the ledger
+records (no text matching at all), and a line with no recorded message (a person's or the
+agent's edit, a model that named none) counts for no turn. ``CoreProvenance`` reads the ledgers
+and the archive; without it (core memory off) nothing is counted this way.
+
 The tier of a section is its name in ``SECTION_TIERS`` (the providers' own section names); the
 tier of a tool output is its tool in ``TOOL_TIERS``. Whatever a section or tool renders (e.g.
 dated messages the archive section brings back), it counts for that tier, so a provider or tool
@@ -29,15 +42,18 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents.evaluation.data import Turn
 from agents.experience.supplement import SECTION_NAME as EXPERIENCE_SECTION
 from memory.assembly.archive import SECTION_NAME as ARCHIVE_SECTION
+from memory.assembly.core import CORE_TAGS
 from memory.assembly.core import SECTION_NAME as CORE_SECTION
 from memory.assembly.pruned import SECTION_NAME as PRUNED_SECTION
+from memory.core_lines import LineLedger, content_lines
+from memory.core_memory import CORE_FILES, CoreMemory
 
 MIN_TEXT_WORDS = 5
 
@@ -53,6 +69,7 @@ SECTION_TIERS = {
     PRUNED_SECTION: "pruned catalog",
     EXPERIENCE_SECTION: "experience",
 }
+CORE_TIER = SECTION_TIERS[CORE_SECTION]
 #: Tool name -> tier.
 TOOL_TIERS = {
     "archive_search": "archive tools",
@@ -69,6 +86,9 @@ TIERS = (
 )
 
 _WORD = re.compile(r"[^\W_]+")
+_CORE_FILE_ELEMENTS = {
+    file: re.compile(rf"<{tag}(?:\s[^>]*)?>(?P<text>.*?)</{tag}>", re.DOTALL) for file, tag in CORE_TAGS.items()
+}
 
 
 def words_of(text: str | None) -> list[str]:
@@ -89,21 +109,80 @@ def holds(haystack: str, turn_text: str, *, escaped: bool = False) -> bool:
 
 
 @dataclass(frozen=True)
+class CoreProvenance:
+    """What the by-provenance rule (module doc) reads: each core memory file's line ledger, as
+    it stood when the context was assembled, and ``archived(document id, session, seq)``, the
+    id of that archived message (None when that document of that session holds no such
+    message)."""
+
+    ledgers: Mapping[str, LineLedger]
+    archived: Callable[[str, str, int], str | None]
+
+    def message_of(self, file: str, line: str) -> str | None:
+        """The id of the archived message ``line`` of ``file`` rests on, by its ledger; None
+        when the ledger records none."""
+        ledger = self.ledgers.get(file)
+        source = ledger.source_of(line) if ledger is not None else None
+        if source is None or source.seq is None or not source.session or not source.document:
+            return None
+        return self.archived(source.document, source.session, source.seq)
+
+
+def core_provenance(*, bundle: Any, agent: str, user: str, config: Any, archive_scope: Any) -> CoreProvenance:
+    """The core memory ledgers of ``agent`` and ``user`` read now from ``bundle``, and the
+    archive of ``archive_scope`` to map a (document, session, seq) to its message, read when
+    asked (once per document)."""
+    memory = CoreMemory(kv=bundle.kv, config=config, agent=agent, user=user)
+    ledgers = {file: memory.ledger(file=file) for file in CORE_FILES}
+    documents: dict[str, dict[tuple[str, int], str]] = {}
+
+    def archived(document_id: str, session: str, seq: int) -> str | None:
+        if document_id not in documents:
+            try:
+                document = bundle.archive.get(archive_scope, document_id)
+            except ValueError:  # an id that is not a key: no such document
+                document = None
+            documents[document_id] = {} if document is None else {
+                (document.session, m.seq): m.id for m in document.messages if m.seq is not None}
+        return documents[document_id].get((session, seq))
+
+    return CoreProvenance(ledgers, archived)
+
+
+def core_lines_sent(context: Any) -> list[tuple[str, str]]:
+    """``(file, line)`` for each line that states something in the core memory section of
+    ``context`` (``memory.assembly.core``: one element per file), as it was sent."""
+    lines = []
+    for section in context.sections:
+        if section.name != CORE_SECTION:
+            continue
+        for file, element in _CORE_FILE_ELEMENTS.items():
+            for match in element.finditer(section.text):
+                lines.extend((file, line) for line in content_lines(html.unescape(match.group("text"))))
+    return lines
+
+
+@dataclass(frozen=True)
 class Sight:
-    """What one request or tool output showed: message ids sent, and texts by tier."""
+    """What one request or tool output showed: message ids sent, texts by tier, and the ids of
+    the messages the core memory lines sent rest on (the by-provenance rule)."""
 
     ids: frozenset[str]
     texts: tuple[tuple[str, str], ...]  # (tier, normalized words joined with spaces, padded)
+    derived: frozenset[str] = field(default_factory=frozenset)
 
     def tiers_of(self, turn: Turn, wanted: str | None) -> list[str]:
         tiers = [SESSION_TAIL] if turn.message_id in self.ids else []
         if wanted is not None:
             tiers.extend(tier for tier, text in self.texts if wanted in text and tier not in tiers)
+        if turn.message_id in self.derived and CORE_TIER not in tiers:
+            tiers.append(CORE_TIER)
         return tiers
 
 
-def sight_of_context(context: Any) -> Sight:
-    """A request as the runtime assembled it (``memory.assembly.assembler.AssembledContext``)."""
+def sight_of_context(context: Any, provenance: CoreProvenance | None = None) -> Sight:
+    """A request as the runtime assembled it (``memory.assembly.assembler.AssembledContext``);
+    with ``provenance``, the core memory lines sent are traced to the messages they rest on."""
     ids, texts = set(), []
     for section in context.sections:
         tier = SECTION_TIERS.get(section.name, OTHER_SECTIONS)
@@ -113,7 +192,10 @@ def sight_of_context(context: Any) -> Sight:
             texts.append((COMPACT_SUMMARY, _joined(words_of(message.content))))
         else:
             ids.add(message.id)
-    return Sight(frozenset(ids), tuple(texts))
+    derived = set()
+    if provenance is not None:
+        derived = {found for file, line in core_lines_sent(context) if (found := provenance.message_of(file, line))}
+    return Sight(frozenset(ids), tuple(texts), frozenset(derived))
 
 
 def sight_of_tools(outputs: Iterable[tuple[str, str]]) -> Sight:

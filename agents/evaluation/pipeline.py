@@ -22,7 +22,8 @@ cleans up, and asks as its next turn, whatever the mapping.
 **Asking** (``ask``): in a copy of the read-in workspace, through ``Runtime.run_turn``, so the
 answer sees what the memory kept and nothing an earlier question left. The agent is told the
 day it is asked. The row records the answer, its scores, the evidence recall
-(``agents.evaluation.evidence``) and what the turn cost.
+(``agents.evaluation.evidence``; core memory lines are traced by the line ledgers read just before
+the turn) and what the turn cost.
 """
 
 from __future__ import annotations
@@ -219,6 +220,18 @@ async def _cleanup(*, services: Any, scope: SessionScope, agent: Any, user: str,
         stats["dream_failures"] += int(outcome.error is not None)
 
 
+def _provenance(services: Any, agent: Any, user: str) -> ev.CoreProvenance | None:
+    """The core memory provenance an answering turn's evidence is traced by (None when the
+    configuration has no core memory)."""
+    from agents.runtime.tools.history_tools import archive_scope_for
+
+    config = agent.memory_config
+    if not config.core_enabled:
+        return None
+    return ev.core_provenance(bundle=services.bundle, agent=agent.name, user=user, config=config,
+                              archive_scope=archive_scope_for(agent=agent.name, user_id=user))
+
+
 #: The app's archiving triggers are left out of the answering turn: the benchmark archives each
 #: conversation itself when it ends (``conversation_ended``), and queues nothing for a worker.
 APP_ONLY_INSTALLERS = frozenset({"agents.archiving.install"})
@@ -246,12 +259,17 @@ async def ask(
         text = instructions_for(user_name=history.user_name, assistant_name=history.assistant_name, today=question.date)
         agent = agent_for(config, setup.budget, model_name=model.name, offline=setup.offline, instructions=text)
         session = question_conversation(setup, config, history, question)
+        # The core memory ledgers as they stand when the context is assembled (the evidence
+        # rule by provenance, ``agents.evaluation.evidence``).
+        provenance = await _io(lambda: _provenance(services, agent, history.id))
         started = time.perf_counter()
         turn = Runtime(services=services, installers=answering_installers()).run_turn(
             agent=agent, user_id=history.id, session=session, text=question.text
         )
         events = [event async for event in turn]
         wall = time.perf_counter() - started
+        contexts = [e.context for e in events if isinstance(e, ContextReady) and e.context is not None]
+        sights = await _io(lambda: [ev.sight_of_context(c, provenance) for c in contexts])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     _check_endpoint(model, f"answering {question.id} ({config.name})")
@@ -260,13 +278,12 @@ async def ask(
     final = finished[-1].message if finished else None
     answer = (final.content or "") if final is not None else ""
     calls, prompt, completion = model.snapshot()
-    contexts = [e.context for e in events if isinstance(e, ContextReady) and e.context is not None]
     outputs = [(e.call.name, e.content) for e in events if isinstance(e, ToolFinished)]
     turns = history.turns_by_id()
     found = ev.locate(
         [turns[t] for t in question.evidence],
-        first=ev.sight_of_context(contexts[0]) if contexts else None,
-        later=[*(ev.sight_of_context(c) for c in contexts[1:]), ev.sight_of_tools(outputs)],
+        first=sights[0] if sights else None,
+        later=[*sights[1:], ev.sight_of_tools(outputs)],
     )
     recall = ev.shares(found)
     return {

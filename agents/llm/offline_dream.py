@@ -7,7 +7,10 @@ MEMORY.md). Documents are read oldest first against a running copy of the curren
 later document's single-valued fact (name, location, identity) updates the line an earlier one
 added: the newer fact wins. Evidence is what the user said (``<message role="user">``), after
 the facts and decisions the document's compact summary lists (they may stem from before the
-archive was on); a document without user messages falls back to its whole summary.
+archive was on); a document without user messages falls back to its whole summary. A learned
+line names the message it rests on: the one the summary names ("(seq 17)"), else the first user
+message that states the same fact; only a line no message of the document states is dated by
+the document's first user message (it is older than what was said beside it).
 
 "forget that X" / "forget X" removes the current line that mentions X; "I no longer like X" /
 "I don't like X anymore" removes "Likes X". Such sentences are not mined for facts.
@@ -75,11 +78,31 @@ def _documents(text: str) -> list[tuple[str, list[tuple[str, int | None]]]]:
             text = html.unescape(summary.group("text"))
             learned = [line.strip("- ").strip() for line in _learned(text)]
             first = said[0][1] if said else None
-            said = [*((f"{line}.", first) for line in learned if line and line != "(none)"), *said] if said else [
-                (text, None)]
+            said = [*((f"{line}.", _said_in(line, said) or first) for line in learned if line and line != "(none)"),
+                    *said] if said else [(text, None)]
         if "id" in attrs:
             out.append((html.unescape(attrs["id"]), said))
     return out
+
+
+_SEQ_NOTE = re.compile(r"\(seq (?P<seq>\d+)\)\s*$")
+
+
+def _said_in(line: str, said: list[tuple[str, int | None]]) -> int | None:
+    """The seq of the user message a summary's learned ``line`` rests on: the one it names
+    ("... (seq 17)"), else the first that states the same fact; None when none does."""
+    seqs = {seq for _, seq in said if seq is not None}
+    note = _SEQ_NOTE.search(line)
+    if note is not None and int(note.group("seq")) in seqs:
+        return int(note.group("seq"))
+    wanted = {facts.normalize(f.text) for sentence in facts.sentences(line) for f in facts.extract_facts(sentence)}
+    if not wanted:
+        return None
+    for text, seq in said:
+        stated = {facts.normalize(f.text) for sentence in facts.sentences(text) for f in facts.extract_facts(sentence)}
+        if seq is not None and wanted & stated:
+            return seq
+    return None
 
 
 def _learned(summary: str) -> list[str]:

@@ -107,6 +107,7 @@ class MemoryItem:
     conversation: str  # its title
     archived: bool  # it came from an archived conversation (the Dream Engine)
     source_conversation: str = ""  # the id of the conversation it came from (live or archived)
+    source_seq: int | None = None  # the message it rests on (its seq there), when the Dream Engine knows it
 
     @property
     def plain(self) -> str:
@@ -259,6 +260,7 @@ def _items(memory: CoreMemory, state: CoreFileState, *, viewer) -> tuple[MemoryI
             at=source.at if source else None, said_at=source.said_at if source else None,
             conversation_id=conversation if conversation in titles else "", conversation=titles.get(conversation, ""),
             archived=bool(source and source.document), source_conversation=conversation,
+            source_seq=source.seq if source else None,
         ))
     return tuple(items)
 

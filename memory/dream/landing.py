@@ -7,6 +7,11 @@ and the reading point (``dream.position``) past the chunk, never backwards. All 
 ``KVStore.commit`` fenced by the run's lease: all of it lands or none. A file changed meanwhile
 (the agent's own edit) is re-read and the edits re-applied; a lease taken over raises
 ``LeaseTakenOver`` and nothing is written.
+
+Each line written gets its provenance in the file's line ledger: the conversation, the archive
+document and the message it rests on (the edit's ``seq``, when the model named a message shown),
+and when that was said. A SOUL.md proposal carries the same, for the line it becomes once
+accepted.
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ def land(
                                               written_at=state.updated_at)
             now = clock()
             sources = {normalize_line(e.text): LineSource("dream", now, e.said_at, sessions.get(e.source, ""),
-                                                          e.source) for e in done if e.text}
+                                                          e.source, e.seq) for e in done if e.text}
             try:
                 change = memory.stage(state=state, text=text, source="dream", detail=_detail(done),
                                       line_sources=sources) if done else None
@@ -177,7 +182,8 @@ def _proposals(
         document = documents[edit.source]
         evidence = said.get((edit.source, edit.seq)) or next(
             (m.content or "" for m in reversed(document.messages) if m.role == "user" and m.content), "")
-        origin = Origin(session=document.session, document=edit.source, said_at=edit.said_at, evidence=evidence)
+        origin = Origin(session=document.session, document=edit.source, said_at=edit.said_at, evidence=evidence,
+                        seq=edit.seq)
         draft = proposals.draft(agent=memory.agent, user=memory.user, file=SOUL, action=action, text=edit.text,
                                 old=edit.old, source="dream", origin=origin, base_version=soul.version, now=clock())
         try:

@@ -107,6 +107,28 @@ def test_the_ledger_survives_damage_and_round_trips():
     assert LineLedger.from_json('{"lines": {"x": {"by": "agent"}}, "removed": {"y": "no date"}}') == LineLedger()
 
 
+def test_a_line_keeps_the_message_it_rests_on_and_old_entries_still_read(bundle, core):
+    said = T0 - timedelta(days=3)
+    core.append(file=MEMORY, text="Works as a paramedic", source="dream",
+                origin=Origin(session="session:c0", document="doc-1", said_at=said, seq=7))
+    core.append(file=MEMORY, text="Likes tea", source="agent", origin=Origin(session="session:c1"))
+    ledger = core.ledger(file=MEMORY)
+    assert ledger.source_of("Works as a paramedic").seq == 7  # read back from the store
+    assert ledger.source_of("Likes tea").seq is None  # an edit that rests on no one message
+    assert '"seq": 7' in bundle.kv.get_value(core.scope(file=MEMORY), "MEMORY.md.lines")
+    assert LineLedger.from_json(ledger.to_json()) == ledger
+    # a ledger written before lines kept their message, and entries whose seq is damaged
+    old = LineLedger.from_json(
+        '{"lines": {"likes jazz": {"by": "dream", "at": "2026-01-01T00:00:00+00:00", "session": "session:c0",'
+        ' "document": "doc-1"}, "a": {"by": "dream", "at": "2026-01-01T00:00:00+00:00", "seq": "7"},'
+        ' "b": {"by": "dream", "at": "2026-01-01T00:00:00+00:00", "seq": -1},'
+        ' "c": {"by": "dream", "at": "2026-01-01T00:00:00+00:00", "seq": true}}}')
+    jazz = old.source_of("Likes jazz")
+    assert (jazz.session, jazz.document, jazz.seq) == ("session:c0", "doc-1", None)
+    assert [old.source_of(line).seq for line in "abc"] == [None, None, None]
+    assert "seq" not in jazz.to_data()
+
+
 def test_line_rules():
     assert normalize_line("  - Name:  Sam. ") == "name: sam"
     assert attribute_key(USER, "- Based in Porto") == attribute_key(USER, "Lives in Lisbon") == "lives in"

@@ -18,7 +18,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from memory.config import MemoryConfig
-from memory.core_memory import MEMORY, USER, CoreMemory
+from memory import core_proposals as proposals
+from memory.core_memory import MEMORY, SOUL, USER, CoreMemory
 from memory.dream import DREAM_CONSUMER, ConsolidationStatus, DreamEngine, DreamOptions, default_archive_scope
 from memory.dream.reading import POSITION_KEY, Position
 from memory.messages import Message
@@ -176,6 +177,36 @@ def test_an_edit_is_dated_by_the_message_it_rests_on(bundle):
     engine(bundle, Model(lives_in)).consolidate(agent="default", user="42", config=ON)
     source = core(bundle).ledger(file=USER).source_of("Lives in Lisbon")
     assert source.said_at == JAN and source.session == "session:c1"
+
+
+def test_each_line_records_the_message_it_rests_on(bundle):
+    document = put(bundle, ("user", "I work as a paramedic, so weekdays are packed.", JAN),
+                   ("assistant", "I'll call you Ada from now on, then.", JAN + timedelta(minutes=1)),
+                   ("user", "I have a dog and I play the cello.", MAY))
+
+    def answer(prompt, n):
+        return [
+            {"file": "MEMORY.md", "action": "add", "text": "Works as a paramedic", "source": document.id, "seq": 1},
+            {"file": "MEMORY.md", "action": "add", "text": "Has a dog", "source": document.id},  # names none
+            {"file": "MEMORY.md", "action": "add", "text": "Plays the cello", "source": document.id, "seq": 99},
+            {"file": "SOUL.md", "action": "add", "text": "Name: Ada", "source": document.id, "seq": 2,
+             "about": "identity"},
+        ]
+
+    engine(bundle, Model(answer)).consolidate(agent="default", user="42", config=ON)
+    memory = core(bundle)
+    ledger = memory.ledger(file=MEMORY)
+    paramedic = ledger.source_of("Works as a paramedic")
+    assert (paramedic.session, paramedic.document, paramedic.seq, paramedic.said_at) == (
+        "session:c1", document.id, 1, JAN)
+    # no message named, or one that was not shown: the line rests on no one message
+    assert ledger.source_of("Has a dog").seq is None and ledger.source_of("Plays the cello").seq is None
+    # SOUL.md is proposed: the proposal keeps the message, and so does the line once accepted
+    [proposal] = proposals.list_proposals(kv=bundle.kv, agent="default")
+    assert proposal.seq == 2
+    memory.accept(proposal=proposal, source="admin")
+    name = memory.ledger(file=SOUL).source_of("Name: Ada")
+    assert (name.by, name.session, name.document, name.seq) == ("admin", "session:c1", document.id, 2)
 
 
 def test_a_full_rerun_never_lets_an_older_document_overwrite_a_newer_value(threaded_bundle):

@@ -4,6 +4,7 @@ from them. Each user sees their own archive only, staff included. File and SQLit
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -74,7 +75,7 @@ def moving(user):
     ], JUNE)
     memory = core(user)
     origin = Origin(session=f"session:{lisbon.pk}", document=lisbon_doc.id, said_at=MAY)
-    memory.append(file=USER, text="- Lives in Lisbon", source="dream", origin=origin)
+    memory.append(file=USER, text="- Lives in Lisbon", source="dream", origin=replace(origin, seq=1))
     memory.append(file=MEMORY, text="- Sister Ana visits in July", source="dream", origin=origin)
     memory.append(file=USER, text="- Moved recently", source="agent", origin=Origin(session=f"session:{lisbon.pk}"))
     memory.append(file=USER, text="- Likes jazz", source="dream",
@@ -276,7 +277,9 @@ def test_the_memory_pages_link_to_the_archive(services, owner, client_for):
     ident = lisbon.pk
     lisbon.delete()
     page = client.get("/memory/default/").content.decode()
-    assert f'href="{conversation_url(ident)}"' in page and "archived conversation</a>" in page
+    # ... the message it rests on, when the Dream Engine recorded it
+    assert f'href="{conversation_url(ident)}#m-1"' in page and f'href="{conversation_url(ident)}"' in page
+    assert "archived conversation</a>" in page
 
 
 def test_an_agent_with_the_archive_off_says_so_in_words_a_user_can_act_on(services, owner, staff, client_for):

@@ -144,6 +144,50 @@ def test_the_offline_dream_engine_moves_the_user_and_keeps_the_past(tmp_path, ba
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_the_offline_dream_engine_records_the_message_each_line_rests_on(tmp_path, backend):
+    from agents.llm import as_text_completion
+    from agents.runtime.services import build_services
+
+    agent = long_term_agent()
+    services = build_services(backend=backend, workspace=tmp_path, model=OfflineChatModel())
+    scope = archive_scope_for(agent="default", user_id="7")
+    said = [("user", "Hi there, how are you?"), ("assistant", "Good! What keeps you busy these days?"),
+            ("user", "I work as a paramedic at Greenfield Hospital, so my weekdays are pretty packed."),
+            ("assistant", "That sounds demanding."), ("user", "It is. I live in Lisbon, near the river.")]
+    document = services.bundle.archive.put(scope, ArchiveDocument(session="session:c1", summary="", messages=tuple(
+        Message(role=role, content=text, seq=10 + n) for n, (role, text) in enumerate(said))))
+    dream = DreamEngine(bundle=services.bundle, model=as_text_completion(services.model), options=None)
+    dream.consolidate(agent="default", user="7", config=agent.memory_config)
+    ledger = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7").ledger(file=USER)
+    work, home = ledger.source_of("Works as a paramedic at Greenfield Hospital"), ledger.source_of("Lives in Lisbon")
+    assert (work.session, work.document, work.seq) == ("session:c1", document.id, 12)
+    assert (home.session, home.document, home.seq) == ("session:c1", document.id, 14)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_fact_a_summary_learned_rests_on_the_message_that_said_it(tmp_path, backend):
+    from agents.llm import as_text_completion
+    from agents.runtime.services import build_services
+
+    agent = long_term_agent()
+    services = build_services(backend=backend, workspace=tmp_path, model=OfflineChatModel())
+    scope = archive_scope_for(agent="default", user_id="7")
+    said = ["I've been sleeping badly for a couple of weeks.", "Sorry to hear that.",
+            "Totally unrelated, but half my houseplants are looking sad.", "Too much water, perhaps?",
+            "My favourite cafe is Bean There, I work from there on Fridays."]
+    summary = ("## Facts learned\n- On 11 Mar 2023:\n  - User's houseplants is looking sad\n"
+               '- On 11 Mar 2023 the user said: "My favourite cafe is Bean There." (seq 5)\n')
+    services.bundle.archive.put(scope, ArchiveDocument(session="session:c1", summary=summary, messages=tuple(
+        Message(role="assistant" if n % 2 else "user", content=text, seq=n + 1) for n, text in enumerate(said))))
+    dream = DreamEngine(bundle=services.bundle, model=as_text_completion(services.model), options=None)
+    dream.consolidate(agent="default", user="7", config=agent.memory_config)
+    ledger = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7").ledger(file=USER)
+    # the summary is read first, but each line names the message that said it, not the document's first
+    assert ledger.source_of("User's houseplants is looking sad").seq == 3
+    assert ledger.source_of("User's favourite cafe is Bean There").seq == 5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 async def test_remember_two_facts_then_ask_what_it_knows(tmp_path, backend):
     agent = long_term_agent()
     runtime, services, _ = runtime_setup(tmp_path, backend, agent, OfflineChatModel())
