@@ -158,11 +158,16 @@ class _Postings:
     rows: list[int] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
     arrays: tuple[np.ndarray, np.ndarray] | None = None
+    #: The term's BM25 weight in each of its rows, and the (messages, total length) it was
+    #: computed for: valid until the scope's statistics change (a document is added).
+    weights: np.ndarray | None = None
+    weighed_for: tuple[int, int] = (0, 0)
 
     def add(self, row: int, count: int) -> None:
         self.rows.append(row)
         self.counts.append(count)
         self.arrays = None
+        self.weights = None
 
     def as_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if self.arrays is None:
@@ -295,13 +300,18 @@ class ScopeIndex:
         average = max(self._total_length / n, 1.0)
         scores = np.zeros(n, dtype=np.float32)
         touched: list[tuple[np.ndarray, str]] = []
+        statistics = (n, self._total_length)
         for term, word in pairs:
             for expanded in self._expand(term, word):
-                rows, counts = self._postings[expanded].as_arrays()
-                df = len(rows)
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                norm = K1 * (1 - B + B * lengths[rows] / average)
-                scores[rows] += idf * counts * (K1 + 1) / (counts + norm)
+                postings = self._postings[expanded]
+                rows, counts = postings.as_arrays()
+                if postings.weights is None or postings.weighed_for != statistics:
+                    df = len(rows)
+                    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+                    norm = K1 * (1 - B + B * lengths[rows] / average)
+                    postings.weights = idf * counts * (K1 + 1) / (counts + norm)
+                    postings.weighed_for = statistics
+                scores[rows] += postings.weights
                 touched.append((rows, word))
         positive = np.flatnonzero(scores > 0)
         if positive.size > CANDIDATES:

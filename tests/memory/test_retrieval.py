@@ -219,3 +219,15 @@ def test_folding_ascii_text_takes_the_short_way_to_the_same_words():
         assert textsearch.fold(text) == slow(text)
     assert textsearch.fold("Café Crème in São Paulo") == slow("Café Crème in São Paulo") == "cafe creme in sao paulo"
     assert textsearch.words("Ünïcode and ASCII") == ["unicode", "and", "ascii"]
+
+
+def test_scores_follow_the_statistics_as_documents_are_added(bundle, words_only):
+    put(bundle, ALICE, document("a", "The harbour festival is in June.", "Lanterns on the harbour wall."))
+    words_only.search(ALICE, "harbour festival")  # weights computed for two messages
+    # Messages without either word: the terms' postings are unchanged, their weights are not
+    # (more messages, another average length).
+    put(bundle, ALICE, document("b", "We walked the long coastal path all afternoon.", "Lovely.", day=2))
+    grown = {h.message.text: h.words for h in words_only.search(ALICE, "harbour festival")}
+    fresh = Retrieval(archive=bundle.archive, embedder=None)  # the same archive indexed at once
+    expected = {h.message.text: h.words for h in fresh.search(ALICE, "harbour festival")}
+    assert grown == pytest.approx(expected) and len(grown) == 2
