@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, SectionPart
+from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, SectionPart, joined_tokens
 from memory.assembly.xml import element, wrap
 from memory.compression.dates import day
 from memory.retrieval.index import ArchivedMessage
@@ -166,7 +166,7 @@ class ArchiveProvider(MemoryProvider):
         if not text:
             return None
         return Section(
-            name=SECTION_NAME, tag=TAG, text=text, tokens=count_text(text), items=recalled + documents, parts=parts
+            name=SECTION_NAME, tag=TAG, text=text, tokens=joined_tokens(parts), items=recalled + documents, parts=parts
         )
 
     # -- recall -------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ Providers must not write anything: assembly is read-only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from memory.config import MemoryConfig
@@ -43,6 +44,26 @@ class SectionPart:
     @classmethod
     def of(cls, *, key: str, text: str, items: int) -> SectionPart:
         return cls(key=key, text=text, tokens=count_text(text), items=items)
+
+
+def joined_tokens(parts: Sequence[SectionPart]) -> int:
+    """Tokens of the parts' texts joined by newlines (a section's ``text``), from their own counts.
+
+    Exact, not an estimate: the tokenizer first cuts text into pieces and no token crosses a
+    piece, and a newline after an element's closing ">" joins that ">" piece (">\n") while the
+    next element's "<" begins a piece of its own. So each join changes the count by
+    count(">\n") - count(">"), whatever the elements hold. Parts that are not elements are
+    counted joined, as they are.
+    """
+    texts = [part.text for part in parts]
+    if not all(text.startswith("<") and text.endswith(">") for text in texts):
+        return count_text("\n".join(texts))
+    return sum(part.tokens for part in parts) + (len(parts) - 1) * _join_cost()
+
+
+@lru_cache(maxsize=1)
+def _join_cost() -> int:
+    return count_text(">\n") - count_text(">")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memory.assembly.archive import RECALL_TAG, TAG, ArchiveProvider
 from memory.config import MemoryConfig
@@ -216,3 +218,37 @@ def test_room_left_brings_the_turns_further_along_where_an_answer_often_is(bundl
     small = recall_part(section(bundle, retrieval, "How much did my first painting sell for?", budget=250).text)
     assert "sold my first painting" in small and "Tell me everything" in small  # the exchange first
     assert "eighty pounds" not in small  # no room left for the turns around it
+
+
+@pytest.mark.parametrize("contents", [
+    ("plain words", "more words"),
+    ("ends in a newline\n", "\n\nstarts with newlines"),
+    ("  spaces at the end   ", "   spaces at the start"),
+    ("1234567", "890 digits across the join"),
+    ("emoji 🙂 at the end 🙂", "🙂 emoji at the start"),
+    ("<tags> & entities >", "</archive_recall> inside"),
+    ("", ""),
+])
+def test_a_sections_count_from_its_parts_equals_counting_it_whole(contents):
+    from memory.assembly.base import SectionPart, joined_tokens
+    from memory.assembly.xml import element, wrap
+
+    parts = [
+        SectionPart.of(key="a", text=wrap(RECALL_TAG, [element("message", contents[0])]), items=1),
+        SectionPart.of(key="b", text=wrap(TAG, [element("document", contents[1])]), items=1),
+        SectionPart.of(key="c", text=element("note", contents[0] + contents[1]), items=1),
+    ]
+    for n in (1, 2, 3):
+        assert joined_tokens(parts[:n]) == count_text("\n".join(p.text for p in parts[:n]))
+    loose = [SectionPart.of(key="x", text="not an element", items=0), parts[0]]
+    assert joined_tokens(loose) == count_text("\n".join(p.text for p in loose))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(max_size=40), min_size=1, max_size=4))
+def test_any_elements_joined_count_as_their_parts_say(texts):
+    from memory.assembly.base import SectionPart, joined_tokens
+    from memory.assembly.xml import element
+
+    parts = [SectionPart.of(key=str(i), text=element("part", text), items=1) for i, text in enumerate(texts)]
+    assert joined_tokens(parts) == count_text("\n".join(p.text for p in parts))
