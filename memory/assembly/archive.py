@@ -49,6 +49,7 @@ RECALL_CHARS = 700
 _MIN_RECALL_TOKENS = 48
 #: Fewer tokens than any recalled message element takes (its tags alone take about ten).
 _MIN_MESSAGE_TOKENS = 12
+_MAX_CHARS_PER_TOKEN = 16
 #: What recall leaves to the summaries is rounded down to a multiple of this many tokens.
 SUMMARY_BUDGET_STEP = 32
 
@@ -81,6 +82,13 @@ def _element(message: ArchivedMessage, matched: tuple[str, ...], date: str | Non
     return element("message", excerpt(message, matched), attrs=attrs)
 
 
+def _least_tokens(message: ArchivedMessage) -> int:
+    """Fewer tokens than its shown text takes, for anything people write (a token per 2-8
+    characters). Only long runs of one character (a line of dashes) pack more per token: such a
+    message is at worst left out when little room is left, never let over the budget."""
+    return min(len(message.text), RECALL_CHARS) // _MAX_CHARS_PER_TOKEN
+
+
 class _Recall:
     """The messages recall has chosen so far, best first, each rendered without a date of its own,
     and the tokens they take."""
@@ -94,9 +102,15 @@ class _Recall:
 
     def take(self, group: list[tuple[ArchivedMessage, tuple[str, ...]]]) -> None:
         """Add ``group`` (a message and what comes with it), dropping its last turns until it fits."""
-        if self.budget - self.used < _MIN_MESSAGE_TOKENS:
+        room = self.budget - self.used
+        if room < _MIN_MESSAGE_TOKENS:
             return  # full: nothing more is rendered or counted
-        rendered = [(m, matched, _element(m, matched)) for m, matched in group if m.handle not in self.shown]
+        group = [(m, matched) for m, matched in group if m.handle not in self.shown]
+        # What cannot fit by a lower bound of its size is not rendered and counted at all (the
+        # exact count below decides what does).
+        while group and sum(_MIN_MESSAGE_TOKENS + _least_tokens(m) for m, _ in group) > room:
+            group.pop()
+        rendered = [(m, matched, _element(m, matched)) for m, matched in group]
         costs = [count_text(text) + 1 for _, _, text in rendered]
         while rendered:
             opening = {m.session: self._tags(m) for m, _, _ in rendered if m.session not in self._opened}
