@@ -19,6 +19,7 @@ from agents.models import Conversation
 from agents.personal.memory import user_id
 from agents.runtime.cleanup import compact
 from memory.compression.results import CleanupFailed, CleanupStatus
+from memory.tokens import message_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +59,22 @@ def compact_now(*, user, conversation_id: str) -> CompactOutcome:
     if result.status is CleanupStatus.BUSY:
         return CompactOutcome(False, "A cleanup of this conversation is already running; try again in a moment.")
     if result.status is CleanupStatus.NOTHING_TO_EVICT:
+        since, keep = _tokens_since_summary(runtime, session), agent.memory_config.keep
+        if since <= keep:
+            return CompactOutcome(False, (
+                f"Too short to compact: everything since the last summary ({since:,} tokens) fits in the "
+                f"part a cleanup always keeps ({keep:,} tokens)."
+            ))
         return CompactOutcome(False, (
-            f"Too short to compact: everything since the last summary ({head.tokens:,} tokens) fits in the "
-            f"part a cleanup always keeps ({agent.memory_config.keep:,} tokens)."
+            f"Nothing to compact: the messages since the last summary ({since:,} tokens) cannot be cut before "
+            f"the part a cleanup keeps ({keep:,} tokens) without splitting a turn from its tool results."
         ))
     return CompactOutcome(False, f"Nothing was compacted: {result.reason}.")
+
+
+def _tokens_since_summary(runtime, session) -> int:
+    """Tokens of the live messages after the conversation's last compact summary (all of them
+    when it has none): what a cleanup may move, beside what it keeps."""
+    live = runtime.services.bundle.messages.read(session)
+    last = max((i for i, m in enumerate(live) if m.is_compact_summary), default=-1)
+    return sum(message_tokens(m) for m in live[last + 1:])

@@ -12,6 +12,7 @@ from django.urls import reverse
 from agents.chat import service as chat
 from memory.compression.steps import LEASE_NAME
 from memory.locks import acquire_lease, release_lease
+from memory.tokens import message_tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -70,6 +71,20 @@ def test_a_conversation_too_short_to_compact_says_so(owner, conversation, chat_r
     assert "Too short to compact" in page and "Compacted" not in page
     assert chat_runtime.services.bundle.messages.read(session) == before
     assert chat_runtime.services.catalog.count(session) == 0
+
+
+def test_a_second_press_counts_only_what_follows_the_summary(owner, conversation, chat_runtime):
+    talk(chat_runtime, conversation, *(f"{LONG} Step {n}." for n in range(3)))
+    client = signed_in(owner)
+    assert "Compacted:" in compact(client, conversation).content.decode()
+    session = chat.session_of(conversation)
+    live = chat_runtime.services.bundle.messages.read(session)
+    since = sum(message_tokens(m) for m in live if not m.is_compact_summary)
+    keep = chat.resolve_agent("default").memory_config.keep
+    assert since <= keep
+    page = compact(client, conversation).content.decode()
+    # The summary itself is not "since the last summary": the number said is the kept tail's.
+    assert f"everything since the last summary ({since:,} tokens) fits" in page.replace("&#x27;", "'")
 
 
 def test_a_cleanup_already_running_is_reported_and_nothing_changes(owner, conversation, chat_runtime):
