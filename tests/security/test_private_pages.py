@@ -160,3 +160,9 @@ def test_soul_history_names_staff_to_staff_only(services, owner, staff, django_u
     assert "staff (staffer)" in boss.get("/memory/default/").content.decode()
     staff_history = boss.get("/api/agents/default/core/SOUL.md/history").json()
     assert any(h["source"] == f"admin:{staff.pk}" for h in staff_history)
+
+
+def test_the_icon_is_named_on_every_page_and_favicon_ico_leads_to_it(client, owner):
+    response = client.get("/favicon.ico")  # asked by browsers on pages that name no icon (the admin)
+    assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
+    assert 'rel="icon"' in client.get("/accounts/login/").content.decode()
