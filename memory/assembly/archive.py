@@ -220,10 +220,10 @@ class ArchiveProvider(MemoryProvider):
 
     def _render_recall(self, chosen: list[tuple[ArchivedMessage, tuple[str, ...], str]]) -> str:
         note = (
-            "Messages from earlier conversations with this user that match their latest message, "
-            "with the turns around them, by conversation, oldest first, each dated when it was "
-            "said. A later message may correct an earlier one. "
-            f"{self._read_tool} shows more turns around a handle; {self._search_tool} searches for more."
+            "Earlier conversations with this user: what matches their latest message, with the "
+            "turns around it, oldest first, dated per conversation (a message from another day has "
+            "its own date). A later message may correct an earlier one. "
+            f"{self._read_tool} shows more around a handle; {self._search_tool} searches for more."
         )
         by_session: dict[str, list[tuple[ArchivedMessage, tuple[str, ...], str]]] = {}
         for entry in sorted(chosen, key=lambda entry: (entry[0].created_at, entry[0].seq)):
