@@ -45,7 +45,10 @@ What it does, by request (first match wins):
    live", "what is my <thing>"): answered from ``<user_profile>`` and ``<known_facts>`` in the
    system messages (XML-escaped text), then the rest of the context (archive and pruned
    sections, summaries), then earlier user messages, newest first.
-7. Anything else: a short deterministic reply saying what it understood, with a reasoning trace.
+7. **Other questions** (ending with "?") when the archive section recalled messages
+   (``<archive_recall>``): the recalled message sharing most of the question's words (the
+   user's own first), quoted with the day it was said.
+8. Anything else: a short deterministic reply saying what it understood, with a reasoning trace.
 
 Every reply ends with ``Usage`` counted with ``memory.tokens``.
 """
@@ -68,6 +71,7 @@ from agents.llm.offline_review import REVIEW_MARKER, plan_review
 from agents.llm.offline_summary import text_of
 from agents.llm.offline_tools import OfflineTools, Plan, plan_tool_calls, report_tool_results
 from memory.messages import ToolCall
+from memory.retrieval import text as analysis
 from memory.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, TOOL_CALL_OVERHEAD, count_text, truncate_text
 
 OFFLINE_MODEL_NAME = "modex-offline"
@@ -84,6 +88,10 @@ SUMMARY_SECTIONS = summary.SUMMARY_SECTIONS
 
 _TAGS = re.compile(r"</?[A-Za-z_][\w.-]*(?:\s[^<>]*)?/?>")
 _FRAGMENT = re.compile(r"[<>\"\u201c\u201d]|\u2026")
+_RECALL = re.compile(r"<archive_recall>(?P<body>.*?)</archive_recall>", re.DOTALL)
+_CONVERSATION = re.compile(r"<conversation(?P<attrs>[^>]*)>(?P<body>.*?)</conversation>", re.DOTALL)
+_MESSAGE = re.compile(r"<message(?P<attrs>[^>]*)>(?P<text>.*?)</message>", re.DOTALL)
+_ATTR = re.compile(r'(\w+)="([^"]*)"')
 _GREETING = re.compile(r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|hallo|bonjour)\b", re.IGNORECASE)
 
 
@@ -226,6 +234,9 @@ class OfflineChatModel:
             name = facts.find_fact(sources, "name")
             hello = f"Hello, {name[0]}!" if name else "Hello!"
             return Plan("The user greeted me.", f"{hello} I'm {self.name}, the built-in offline model. How can I help?")
+        recalled = _recalled_answer(user, system)
+        if recalled is not None:
+            return recalled
         said = facts.clean_value(" ".join(user.split())[:200], cut_clauses=False) or "(nothing)"
         count = len(facts.lines_of(profile)) + len(facts.lines_of(known))
         reasoning = (
@@ -335,3 +346,33 @@ def _count_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     if tools:
         total += count_text(json.dumps(tools, sort_keys=True))
     return total
+
+
+def _recalled_answer(question: str, system: str) -> Plan | None:
+    """A question answered by quoting the message the archive section recalled that shares most
+    of its words (the user's own words first: what they said about themselves and their people),
+    with the day it was said; None when the question is not one or nothing recalled shares a word."""
+    if not question.rstrip().endswith("?"):
+        return None
+    recall = _RECALL.search(system)
+    wanted = set(analysis.terms(question))
+    if recall is None or not wanted:
+        return None
+    best = None
+    for conversation in _CONVERSATION.finditer(recall.group("body")):
+        opened = dict(_ATTR.findall(conversation.group("attrs"))).get("date", "")
+        for message in _MESSAGE.finditer(conversation.group("body")):
+            attrs = dict(_ATTR.findall(message.group("attrs")))
+            text = html.unescape(message.group("text"))
+            shared = len(wanted & set(analysis.terms(text)))
+            rank = (shared, attrs.get("speaker") == "user")
+            if shared and (best is None or rank > best[0]):
+                best = (rank, html.unescape(attrs.get("date") or opened), attrs.get("speaker", ""), text)
+    if best is None:
+        return None
+    (shared, _), day, speaker, text = best
+    who = "you said" if speaker == "user" else "I said"
+    return Plan(
+        f"The question shares {shared} word(s) with a message recalled from an earlier conversation.",
+        f"From our earlier conversation on {day}, {who}: “{text.strip()}”",
+    )

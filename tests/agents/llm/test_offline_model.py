@@ -221,6 +221,33 @@ async def test_other_text_gets_a_helpful_deterministic_reply():
     assert completion.reasoning_content and completion.tool_calls == ()
 
 
+RECALLED = {
+    "role": "system",
+    "content": (
+        "<archive_recall>\n<note>Earlier conversations with this user.</note>\n"
+        '<conversation title="Family news" date="6 Dec 2026">\n'
+        '<message handle="1.1" speaker="user">My sister Maya just moved to Porto for a job at a bakery.</message>\n'
+        '<message handle="1.2" speaker="assistant">Porto has lovely bakeries &amp; the river.</message>\n'
+        '<message handle="1.3" speaker="user" date="7 Dec 2026">I&apos;m allergic to hazelnuts.</message>\n'
+        "</conversation>\n</archive_recall>"
+    ),
+}
+
+
+async def test_a_question_is_answered_by_quoting_what_recall_brought_back():
+    completion = await complete(OfflineChatModel(), messages=[RECALLED, user("Where did my sister move?")], tools=TOOLS)
+    assert completion.content == (
+        "From our earlier conversation on 6 Dec 2026, you said: “My sister Maya just moved to Porto for a job at a bakery.”"
+    )
+    completion = await complete(OfflineChatModel(), messages=[RECALLED, user("Which nuts am I allergic to?")], tools=TOOLS)
+    assert completion.content == "From our earlier conversation on 7 Dec 2026, you said: “I'm allergic to hazelnuts.”"
+    # Sharing no word with anything recalled, or not a question: the usual reply.
+    completion = await complete(OfflineChatModel(), messages=[RECALLED, user("Any plans for the weekend?")], tools=TOOLS)
+    assert completion.content.startswith("I understood:")
+    completion = await complete(OfflineChatModel(), messages=[RECALLED, user("My sister called today.")], tools=TOOLS)
+    assert completion.content.startswith("I understood:")
+
+
 async def test_memory_sections_that_look_like_summaries_do_not_trigger_summarizing():
     system = {
         "role": "system",
