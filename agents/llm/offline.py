@@ -32,6 +32,7 @@ What it does, by request (first match wins):
    user text                            tool            arguments
    ===================================  ==============  =============================================
    "remember that X" / "remember: X"    core_memory     {"action": "append", "file": F, "text": T}
+   "X, remember that" (or "... this")   core_memory     the same
    "search the archive for X"           archive_search  {"query": "X"}
    "look up pruned message N"           pruned_lookup   {"seq": N}
    "todo: X"                            todo            {"action": "add", "item": "X"}

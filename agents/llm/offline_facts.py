@@ -210,6 +210,7 @@ def _homes(sentence: str) -> list[tuple[int, int, Fact]]:
 
 
 _REMEMBER = _p(r"\bremember(?:\s+that\b|\s*:)\s*(?P<v>[^\n]+)")
+_REMEMBER_AFTER = _p(r"^(?P<v>.*?\w.*?)[\s,;:–—-]+(?:and\s+|so\s+)?(?:please\s+)?remember\s+(?:that|this|it)(?:,?\s+please)?\s*[.!]*\s*$")
 _QUESTION_START = _p(r"^\s*(?:do|did|can|could|will|would|you|what|who|where|when|why|how)\b")
 _TRAILING_TIME = re.compile(
     r"\s+(?:now|nowadays|these days|currently|at the moment|recently|(?:last|this) (?:week|month|year)|since \S+)$",
@@ -289,6 +290,12 @@ def remembered(text: str) -> str | None:
                 value = _CLOSE_QUOTE.split(value, maxsplit=1)[0]
             value = re.split(r"(?<!\d)[.!](?:\s|$)", value, maxsplit=1)[0]
             value = clean_value(value, cut_clauses=False)
+            if re.search(r"\w", value):
+                return value
+        # The request after the statement: "I'm allergic to hazelnuts, remember that."
+        after = _REMEMBER_AFTER.search(sentence)
+        if after is not None and not _QUESTION_START.search(after.group("v")):
+            value = clean_value(re.split(r"(?<!\d)[.!?]\s+", after.group("v"))[-1], cut_clauses=False)
             if re.search(r"\w", value):
                 return value
     return None

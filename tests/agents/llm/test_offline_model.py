@@ -109,6 +109,12 @@ async def test_usage_is_counted_with_memory_tokens():
             {"action": "replace", "file": "USER.md", "old": "Lives in Lyon", "new": "Lives in Porto"},
         ),
         ("Remember that I like trams.", "core_memory", {"action": "append", "file": "USER.md", "text": "Likes trams"}),
+        (  # the request after the statement
+            "The standup moved to 10:30, remember that.",
+            "core_memory",
+            {"action": "append", "file": "MEMORY.md", "text": "The standup moved to 10:30"},
+        ),
+        ("I like trams - please remember this!", "core_memory", {"action": "append", "file": "USER.md", "text": "Likes trams"}),
         ("Search the archive for launch plans.", "archive_search", {"query": "launch plans"}),
         ("could you look up pruned message 12?", "pruned_lookup", {"seq": 12}),
         ("todo: write the release notes", "todo", {"action": "add", "item": "write the release notes"}),
@@ -131,6 +137,8 @@ async def test_several_triggers_in_one_message_become_parallel_calls():
 
 async def test_questions_about_remembering_are_not_triggers():
     completion = await complete(OfflineChatModel(), messages=[user("Do you remember that trip?")], tools=TOOLS)
+    assert completion.tool_calls == ()
+    completion = await complete(OfflineChatModel(), messages=[user("I hate mornings, remember that?")], tools=TOOLS)
     assert completion.tool_calls == ()
 
 
