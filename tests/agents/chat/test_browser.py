@@ -165,3 +165,16 @@ class ChatInTheBrowser(ChatBrowserCase):
         )
         cls._server_process.start()
         assert cls._server_process.ready.wait(timeout=30), "the server came back"
+
+    def test_compact_nows_notice_leaves_the_composer_in_the_window(self):
+        page = self.page
+        self.login_and_start()
+        self.send("hello there, a short first message")
+        self.wait_idle()
+        page.click("form[action$='/compact/'] button")  # too short: a notice says so
+        page.wait_for_selector(".flash li")
+        assert "Too short to compact" in page.inner_text(".flash")
+        self.shot("chat-compact-notice")
+        composer = page.locator("#composer").bounding_box()
+        assert composer["y"] + composer["height"] <= self.viewport["height"], composer
+        assert page.evaluate("document.documentElement.scrollHeight") <= self.viewport["height"]
