@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -91,6 +92,14 @@ class TurnRecord:
     cleanup: bool = False
     reply: str = ""
     recalled: bool | None = None
+    #: the server's account of the turn's model calls (``server_tasks``): slot, prompt tokens it
+    #: processed, prompt tokens it found in its cache, tokens generated
+    calls: list[dict] = field(default_factory=list)
+    #: where this turn's request first differs from the previous turn's (``first_change``)
+    changed: str | None = None
+    change: dict = field(default_factory=dict)
+    #: the calls the server finished in the pause before this turn (background work)
+    before: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -116,6 +125,66 @@ def prepare(*, base_url: str, model: str, threshold: int, keep: int) -> Path:
            "DJANGO_SECURE": "false"}
     setup_django(workspace, **env)
     return workspace
+
+
+_TASK_LINE = re.compile(r"slot\s+(\w+).*?id\s+(\d+) \| task (\d+) \| (.*)")
+
+
+def server_tasks(log_path: Path | None, offset: int) -> tuple[list[dict], int]:
+    """The model calls llama-server finished since byte ``offset`` of its log, in order, as
+    {slot, task, prompt_n (tokens it processed), cache_n (prompt tokens reused from the slot's
+    cache), gen_n, prompt_ms}; and the new offset. Empty when there is no log."""
+    if log_path is None or not log_path.exists():
+        return [], offset
+    with open(log_path, "rb") as handle:
+        handle.seek(offset)
+        data = handle.read()
+    end = data.rfind(b"\n") + 1
+    tasks: dict[int, dict] = {}
+    for line in data[:end].decode(errors="replace").splitlines():
+        match = _TASK_LINE.search(line)
+        if match is None:
+            continue
+        slot, task, rest = int(match.group(2)), int(match.group(3)), match.group(4)
+        entry = tasks.setdefault(task, {"slot": slot, "task": task})
+        if m := re.search(r"prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens", rest):
+            entry["prompt_ms"], entry["prompt_n"] = float(m.group(1)), int(m.group(2))
+        elif m := re.search(r"^\s*eval time =\s+[\d.]+ ms /\s+(\d+) tokens", rest):
+            entry["gen_n"] = int(m.group(1))
+        elif m := re.search(r"stop processing: n_tokens = (\d+)", rest):
+            entry["n_tokens"] = int(m.group(1))
+    done = []
+    for entry in tasks.values():
+        if "n_tokens" not in entry:
+            continue
+        if "prompt_n" in entry:
+            entry["cache_n"] = max(0, entry["n_tokens"] - entry.get("gen_n", 0) - entry["prompt_n"])
+        done.append(entry)
+    return done, offset + end
+
+
+def request_segments(context) -> list[tuple[str, str]]:
+    """The request as (label, text) in the order the model reads it: instructions, each memory
+    and supplement section, then each session message."""
+    segments = [("instructions", context.instructions)]
+    segments += [(section.name, section.text) for section in context.sections]
+    for i, message in enumerate(context.messages[1:], 1):
+        segments.append((f"message {i} ({message.get('role')})", json.dumps(message, sort_keys=True)))
+    return segments
+
+
+def first_change(before: list[tuple[str, str]] | None, after: list[tuple[str, str]]) -> tuple[str, dict]:
+    """Where ``after`` first differs from ``before`` (a section's name, or "message N"): all
+    the prompt from there on is new to the server's cache; and the two texts there (cut to 600
+    characters each), to read what changed."""
+    if before is None:
+        return "first request", {}
+    for (label_a, text_a), (label_b, text_b) in zip(before, after, strict=False):
+        if label_a != label_b:
+            return f"{label_b} (was {label_a})", {"before": text_a[:600], "after": text_b[:600]}
+        if text_a != text_b:
+            return label_b, {"before": text_a[:600], "after": text_b[:600]}
+    return "appended only", {}
 
 
 def start_worker() -> subprocess.Popen:
@@ -151,12 +220,19 @@ def worker_preemptions() -> int:
 
 
 async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bool, pause: float,
-               session_id: str) -> ChatRun:
+               session_id: str, server_log: Path | None = None) -> ChatRun:
     """One conversation; ``background`` off leaves out the hooks that queue memory work (the
     review, the Dream Engine's binding), cleanup inside the turns stays on either way."""
     from agents.declarations import get_declaration
     from agents.runtime import cleanup
-    from agents.runtime.events import CleanupStarted, ContentChunk, ReasoningChunk, TurnFailed, TurnFinished
+    from agents.runtime.events import (
+        CleanupStarted,
+        ContentChunk,
+        ContextReady,
+        ReasoningChunk,
+        TurnFailed,
+        TurnFinished,
+    )
     from agents.runtime.loop import Runtime
     from agents.runtime.services import get_services
     from memory.scopes import SessionScope
@@ -167,13 +243,20 @@ async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bo
     agent = get_declaration().find("default")
     run = ChatRun(mode=mode)
     session = SessionScope(session_id)
+    offset = server_log.stat().st_size if server_log is not None and server_log.exists() else 0
+    previous = None
     for n, (text, key) in enumerate(texts, 1):
+        before, offset = server_tasks(server_log, offset)  # what ran in the pause: background work
         started = time.perf_counter()
         first = None
-        record = TurnRecord(n=n, text=text, first_token_s=None, turn_s=0.0)
+        record = TurnRecord(n=n, text=text, first_token_s=None, turn_s=0.0, before=before)
         async for event in runtime.run_turn(agent=agent, user_id="1", session=session, text=text):
             if first is None and isinstance(event, ContentChunk | ReasoningChunk):
                 first = time.perf_counter() - started
+            if isinstance(event, ContextReady) and event.context is not None and event.step == 1:
+                segments = request_segments(event.context)
+                record.changed, record.change = first_change(previous, segments)
+                previous = segments
             if isinstance(event, CleanupStarted):
                 record.cleanup = True
             elif isinstance(event, TurnFailed):
@@ -183,9 +266,14 @@ async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bo
         record.first_token_s, record.turn_s = first, time.perf_counter() - started
         if key is not None:
             record.recalled = key in record.reply.lower()
+        if server_log is not None:
+            await asyncio.sleep(0.3)  # the server logs a call's end just after its last chunk
+            record.calls, offset = server_tasks(server_log, offset)
         run.turns.append(record)
+        calls = ", ".join(f"slot {c['slot']}: {c.get('prompt_n')} new/{c.get('cache_n')} cached" for c in record.calls)
         log(f"  [{mode}] turn {n}: first token {first if first is None else round(first, 2)} s, "
-            f"turn {record.turn_s:.1f} s{' (cleanup)' if record.cleanup else ''}{' FAILED' if record.failed else ''}")
+            f"turn {record.turn_s:.1f} s{' (cleanup)' if record.cleanup else ''}{' FAILED' if record.failed else ''}"
+            f"; changed from: {record.changed}; server: {calls}")
         await asyncio.sleep(pause)  # the user reads and types: background work may start meanwhile
     stats = services.gate.stats if services.gate is not None else None
     if stats is not None:

@@ -52,10 +52,12 @@ def run(*, quick: bool) -> Workload:
     # cached in its slot while background work uses the other (README "Local model servers").
     with serve(template="own", slots=2, context=16384) as server:
         real_chat.prepare(base_url=server.url, model=server.model, threshold=1500, keep=500)
-        off = asyncio.run(real_chat.chat(mode="off", texts=texts, background=False, pause=PAUSE, session_id="bench-off"))
+        off = asyncio.run(real_chat.chat(mode="off", texts=texts, background=False, pause=PAUSE, session_id="bench-off",
+                                   server_log=server.log_path))
         worker = real_chat.start_worker()
         try:
-            on = asyncio.run(real_chat.chat(mode="on", texts=texts, background=True, pause=PAUSE, session_id="bench-on"))
+            on = asyncio.run(real_chat.chat(mode="on", texts=texts, background=True, pause=PAUSE, session_id="bench-on",
+                                      server_log=server.log_path))
             time.sleep(2)
         finally:
             real_chat.stop_worker(worker)
