@@ -132,27 +132,47 @@ class Server:
             return json.load(response)
 
 
+ALIAS = "smollm2-135m"
+#: Prompt tokens the server reads in one step (``-b``/``-ub``). A step cannot be stopped midway:
+#: a turn that arrives while background work's prompt is being read waits for the step in
+#: progress, up to a whole 2048-token batch with the default (8 s for SmolLM2 on two busy cores),
+#: about half a second with 64 (benchmarks/results/real_model.md); reading a long prompt was not
+#: slower with 64.
+BATCH = 64
+
+
+def command(*, binary: Path, model: Path, port: int, template: str = "own", context: int = 8192, threads: int = 1,
+            slots: int = 1, batch: int | None = BATCH) -> list[str]:
+    """The llama-server command line ``serve`` runs (``batch`` None: the server's default)."""
+    argv = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(context),
+            "-np", str(slots), "-t", str(threads), "--alias", ALIAS]
+    if batch is not None:
+        argv += ["-b", str(batch), "-ub", str(batch)]
+    if (path := template_path(template)) is not None:
+        argv += ["--chat-template-file", str(path)]
+    return argv
+
+
 @contextlib.contextmanager
 def serve(*, template: str = "own", port: int | None = None, context: int = 8192, threads: int = 1,
-          slots: int = 1, binary: Path | None = None, model: Path | None = None) -> Iterator[Server]:
+          slots: int = 1, batch: int | None = BATCH, binary: Path | None = None,
+          model: Path | None = None) -> Iterator[Server]:
     """Run llama-server with ``model`` (default SmolLM2) until the block ends (``-t 1``: with
-    other work on two cores one thread was the fastest). The binary's own folder is on the
-    library path, for a build whose shared libraries sit beside it."""
+    other work on two cores one thread was the fastest; ``batch``: see ``BATCH``). The binary's
+    own folder is on the library path, for a build whose shared libraries sit beside it."""
     binary = binary or find_server()
     if binary is None:
         raise FileNotFoundError("no llama-server: run `python scripts/llama_server.py build` (or make smoke-real)")
     port = port or free_port()
-    alias = "smollm2-135m"
-    command = [str(binary), "-m", str(model or model_path()), "--host", "127.0.0.1", "--port", str(port), "-c", str(context),
-               "-np", str(slots), "-t", str(threads), "--alias", alias]
-    if (path := template_path(template)) is not None:
-        command += ["--chat-template-file", str(path)]
+    alias = ALIAS
+    command_line = command(binary=Path(binary), model=model or model_path(), port=port, template=template,
+                           context=context, threads=threads, slots=slots, batch=batch)
     CACHE.mkdir(parents=True, exist_ok=True)
     log_path = CACHE / f"server-{template}-{port}.log"
     with open(log_path, "wb") as out:
         env = {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join(
             p for p in (str(Path(binary).parent), os.environ.get("LD_LIBRARY_PATH", "")) if p)}
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(command_line, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
