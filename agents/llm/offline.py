@@ -92,7 +92,6 @@ _FRAGMENT = re.compile(r"[<>\"\u201c\u201d]|\u2026")
 _RECALL = re.compile(r"<archive_recall>(?P<body>.*?)</archive_recall>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation(?P<attrs>[^>]*)>(?P<body>.*?)</conversation>", re.DOTALL)
 _MESSAGE = re.compile(r"<message(?P<attrs>[^>]*)>(?P<text>.*?)</message>", re.DOTALL)
-_ATTR = re.compile(r'(\w+)="([^"]*)"')
 _GREETING = re.compile(r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|hallo|bonjour)\b", re.IGNORECASE)
 
 
@@ -361,9 +360,9 @@ def _recalled_answer(question: str, system: str) -> Plan | None:
         return None
     best = None
     for conversation in _CONVERSATION.finditer(recall.group("body")):
-        opened = dict(_ATTR.findall(conversation.group("attrs"))).get("date", "")
+        opened = dict(facts.ATTRIBUTES.findall(conversation.group("attrs"))).get("date", "")
         for message in _MESSAGE.finditer(conversation.group("body")):
-            attrs = dict(_ATTR.findall(message.group("attrs")))
+            attrs = dict(facts.ATTRIBUTES.findall(message.group("attrs")))
             text = html.unescape(message.group("text"))
             shared = len(wanted & set(analysis.terms(text)))
             rank = (shared, attrs.get("speaker") == "user")

@@ -30,7 +30,6 @@ from agents.llm import offline_facts as facts
 from agents.llm.offline_summary import existing_core
 
 _DOCUMENT = re.compile(r"<archive_document\b(?P<attrs>[^>]*)>(?P<body>.*?)</archive_document>", re.DOTALL)
-_ATTR = re.compile(r'(\w+)="([^"]*)"')
 _USER_MESSAGE = re.compile(r'<message\b(?P<attrs>[^>]*\brole="user"[^>]*)>(?P<text>.*?)</message>', re.DOTALL)
 _SUMMARY = re.compile(r"<summary\b[^>]*>(?P<text>.*?)</summary>", re.DOTALL)
 _FORGET = re.compile(r"\bforget(?:\s+that|\s+about)?\s+(?P<v>[^\n.!?]+)", re.IGNORECASE)
@@ -65,11 +64,11 @@ def _documents(text: str) -> list[tuple[str, list[tuple[str, int | None]]]]:
     """``(id, [(evidence, message seq)])`` per document, in the order shown (oldest first)."""
     out = []
     for match in _DOCUMENT.finditer(text):
-        attrs = dict(_ATTR.findall(match.group("attrs")))
+        attrs = dict(facts.ATTRIBUTES.findall(match.group("attrs")))
         body = match.group("body")
         said: list[tuple[str, int | None]] = []
         for message in _USER_MESSAGE.finditer(body):
-            seq = dict(_ATTR.findall(message.group("attrs"))).get("seq")
+            seq = dict(facts.ATTRIBUTES.findall(message.group("attrs"))).get("seq")
             said.append((html.unescape(message.group("text")), int(seq) if seq and seq.isdigit() else None))
         summary = _SUMMARY.search(body)
         if summary is not None:

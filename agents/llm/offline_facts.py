@@ -209,6 +209,8 @@ def _homes(sentence: str) -> list[tuple[int, int, Fact]]:
     return out
 
 
+#: An XML attribute as the context's markup writes it: name="value".
+ATTRIBUTES = re.compile(r'(\w+)="([^"]*)"')
 _REMEMBER = _p(r"\bremember(?:\s+that\b|\s*:)\s*(?P<v>[^\n]+)")
 _REMEMBER_AFTER = _p(r"^(?P<v>.*?\w.*?)[\s,;:–—-]+(?:and\s+|so\s+)?(?:please\s+)?remember\s+(?:that|this|it)(?:,?\s+please)?\s*[.!]*\s*$")
 _QUESTION_START = _p(r"^\s*(?:do|did|can|could|will|would|you|what|who|where|when|why|how)\b")

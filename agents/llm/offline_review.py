@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from agents.llm.offline_facts import ATTRIBUTES
 from agents.llm.offline_summary import text_of
 from agents.llm.offline_tools import Plan
 
@@ -30,7 +31,6 @@ from agents.llm.offline_tools import Plan
 REVIEW_MARKER = "[experience review]"
 
 _ELEMENT = re.compile(r"<message\b(?P<attrs>[^>]*)>(?P<text>.*?)</message>", re.DOTALL)
-_ATTR = re.compile(r'(\w+)="([^"]*)"')
 _LISTING = re.compile(r"^- (?P<slug>[a-z0-9-]+): (?P<name>.*?) — ", re.MULTILINE)
 _EXISTS = re.compile(r"a lesson on this topic exists: (?P<slug>[a-z0-9-]+)")
 _FRONT = re.compile(r"\A---\n.*?\n---\n?", re.DOTALL)
@@ -54,7 +54,7 @@ def failed_calls(prompt: str) -> list[tuple[str, str]]:
     """``(tool name, error text)`` of each failed tool call in the rendered run, in order."""
     found = []
     for match in _ELEMENT.finditer(prompt):
-        attrs = {k: html.unescape(v) for k, v in _ATTR.findall(match.group("attrs"))}
+        attrs = {k: html.unescape(v) for k, v in ATTRIBUTES.findall(match.group("attrs"))}
         if attrs.get("role") == "tool" and attrs.get("status") == "error":
             text = html.unescape(match.group("text")).strip()
             found.append((attrs.get("name") or "tool", text.removeprefix("Error:").strip()[:240]))
