@@ -71,6 +71,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from agents.chat import service as chat
 from agents.chat import sockets
 from agents.chat import turns
+from agents.personal import memory as user_memory
 from agents.chat.fragments import ChatStream, composer_fragment, error_fragment, refusal_fragment, status_fragment
 from agents.runtime.events import (
     ContentChunk,
@@ -141,6 +142,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     _following = False  # following a turn that began before this socket (see _follow_earlier_turn)
     _counted = False  # this socket counts against its user's cap (sockets.limits)
     _shut_code: int | None = None  # closing for good (revoked, deleted): no frame is read any more
+    participants: tuple[str, ...] = ()  # the user's names (user_memory.participant_names)
     _groups: tuple[str, ...] = ()
 
     async def connect(self) -> None:
@@ -160,6 +162,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.user_id = str(user.pk)
+        self.participants = user_memory.participant_names(user)
         if not sockets.limits.open_socket(self.user_id):
             self.conversation = None
             await self.accept()
@@ -328,6 +331,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         user_id = self.user_id
         turn = turns.registry.start(
             conversation=self.conversation, agent=self.agent, user_id=user_id, text=text, key=id(self),
+            participants=self.participants,
             put=self.outbox.put_nowait, on_end=lambda: sockets.limits.end_turn(user_id),
             replace_from=replace_from, hand_back=hand_back,
             # The session may have been signed out, or the conversation deleted, since the socket

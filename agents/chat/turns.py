@@ -191,11 +191,13 @@ class LiveTurn:
                 self._last_record = asyncio.ensure_future(_keep_after(future, self.session, event))
 
     async def run(self, *, agent, user_id: str, text: str, replace_from: str | None = None,
-                  allowed: Callable[[], Awaitable[bool]] | None = None, hand_back: bool = True) -> None:
+                  allowed: Callable[[], Awaitable[bool]] | None = None, hand_back: bool = True,
+                  participants: tuple[str, ...] = ()) -> None:
         if allowed is not None and not await allowed():
             return
         runtime = chat.get_runtime()
         events = runtime.run_turn(agent=agent, user_id=user_id, session=self.session, text=text,
+                                  participants=participants,
                                   **({"replace_from": replace_from} if replace_from else {}))
         stopped = False
         try:
@@ -258,7 +260,8 @@ class TurnRegistry:
     def start(self, *, conversation: Conversation, agent, user_id: str, text: str, key: int,
               put: Callable[[object], None], on_end: Callable[[], None] | None = None,
               replace_from: str | None = None, hand_back: bool = True,
-              allowed: Callable[[], Awaitable[bool]] | None = None) -> LiveTurn:
+              allowed: Callable[[], Awaitable[bool]] | None = None,
+              participants: tuple[str, ...] = ()) -> LiveTurn:
         """Run a turn of ``conversation`` for ``user_id`` in a task of its own, ``put`` (the
         subscriber ``key``) subscribed to it; it starts only if ``allowed()`` says so. The
         caller checked that none runs here (``get``); one running in another worker is refused
@@ -271,7 +274,7 @@ class TurnRegistry:
         turn._starter = key
         turn.task = asyncio.get_running_loop().create_task(
             turn.run(agent=agent, user_id=user_id, text=text, replace_from=replace_from, allowed=allowed,
-                     hand_back=hand_back),
+                     hand_back=hand_back, participants=participants),
             name=f"chat-turn-{conversation.pk}",
         )
         self._turns[session.key()] = turn

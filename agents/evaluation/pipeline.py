@@ -264,7 +264,10 @@ async def ask(
         provenance = await _io(lambda: _provenance(services, agent, history.id))
         started = time.perf_counter()
         turn = Runtime(services=services, installers=answering_installers()).run_turn(
-            agent=agent, user_id=history.id, session=session, text=question.text
+            agent=agent, user_id=history.id, session=session, text=question.text,
+            # The dataset's speakers are the conversation's people: the user, named as an
+            # account names its owner, and the agent the instructions make of the other one.
+            participants=(history.user_name, history.assistant_name or ""),
         )
         events = [event async for event in turn]
         wall = time.perf_counter() - started

@@ -164,6 +164,12 @@ def user_id(user) -> str:
     return str(user.pk)
 
 
+def participant_names(user) -> tuple[str, ...]:
+    """The user's names as the account gives them (first and last name; not the login name,
+    which is often a word like any other), for archive search to leave out of its queries."""
+    return tuple(name for name in ((user.first_name or "").strip(), (user.last_name or "").strip()) if name)
+
+
 def can_edit(*, user, file: str) -> bool:
     """Whether ``user`` may change ``file`` (their own USER.md/MEMORY.md; SOUL.md only staff)."""
     return file != SOUL or bool(user.is_staff)

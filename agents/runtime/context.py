@@ -35,3 +35,6 @@ class ToolContext:
     #: handler that runs after that read (AFTER_TOOL) could change the session unseen, and the
     #: loop drops the head when there is one.
     head: SessionHead | None = None
+    #: The names of the conversation's people (the user's), which archive search leaves out of
+    #: its queries: they say who spoke, not what was said (memory.retrieval.text.without_names).
+    participants: tuple[str, ...] = ()

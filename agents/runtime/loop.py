@@ -146,7 +146,14 @@ class Runtime:
         return compile_roster(agent, in_multi_agent_run=in_run)
 
     async def run_turn(
-        self, *, agent: Any, user_id: str, session: SessionScope, text: str, replace_from: str | None = None
+        self,
+        *,
+        agent: Any,
+        user_id: str,
+        session: SessionScope,
+        text: str,
+        replace_from: str | None = None,
+        participants: Sequence[str] = (),
     ) -> AsyncIterator[RuntimeEvent]:
         """One user turn. Raises TurnBusy (before yielding anything) if one is already running.
 
@@ -161,6 +168,9 @@ class Runtime:
         for the whole turn and renewed as it goes. Should it be lost anyway (this worker stalled
         past the ttl and another one took the conversation over), the turn ends at its next
         event with TurnFailed(kind="LeaseLost").
+
+        ``participants``: the names of the people in the conversation (the user's), for archive
+        search to leave out of its queries (``ToolContext.participants``).
         """
         if not isinstance(text, str) or not text.strip():
             raise TurnRejected("say something: the message is empty")
@@ -192,6 +202,7 @@ class Runtime:
             hooks=self.hooks_for(agent),
             fence=lease.fence,
             head=head,
+            participants=tuple(name for name in participants if name),
         )
         final: Message | None = None
         try:
@@ -242,6 +253,7 @@ class Runtime:
             fence=parent.fence,  # the subagent works under its parent's turn lease
             hooks=self.hooks_for(node),
             depth=parent.depth + 1,
+            participants=parent.participants,
         )
         answer: str | None = None
         try:
@@ -371,6 +383,7 @@ class Runtime:
             tools=schemas,
             archive_scope=archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id),
             supplements=self.supplements_for(ctx.agent),
+            participants=ctx.participants,
         )
 
     # -- a turn's first trip ------------------------------------------------------------------

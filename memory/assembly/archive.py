@@ -195,7 +195,7 @@ class ArchiveProvider(MemoryProvider):
 
         hits = self._retrieval.search(
             ctx.resolved_archive_scope(), ctx.query, limit=self._recall_limit, exclude=in_context,
-            window=RECALL_WINDOW,
+            window=RECALL_WINDOW, names=ctx.participants,
         )
         if not hits:
             return "", 0

@@ -166,12 +166,14 @@ class ContextAssembler:
         tools: Sequence[Mapping[str, Any]] = (),
         supplements: Sequence[MemoryProvider] = (),
         archive_scope: Scope | None = None,
+        participants: Sequence[str] = (),
     ) -> AssembledContext:
         """Build the request for the next model call of ``session`` and dispatch CONTEXT_ASSEMBLED.
 
         ``supplements`` are extra providers (e.g. experiences) rendered after the memory
         pipeline. Raises ContextOverflow when the instructions, sections and tools leave no
-        room for even a truncated newest message.
+        room for even a truncated newest message. ``participants``: the names of the
+        conversation's people (the user's), which archive recall leaves out of its query.
         """
         context = self._build(
             session=session,
@@ -182,6 +184,7 @@ class ContextAssembler:
             tools=tools,
             supplements=supplements,
             archive_scope=archive_scope,
+            participants=participants,
         )
         if self._hooks is not None:
             self._hooks.dispatch(MemoryHookPoint.CONTEXT_ASSEMBLED, context.event(session=session))
@@ -199,6 +202,7 @@ class ContextAssembler:
         supplements: Sequence[MemoryProvider] = (),
         archive_scope: Scope | None = None,
         note: Callable[[], str | None] | None = None,
+        participants: Sequence[str] = (),
     ) -> AssembledContext:
         """``assemble`` for async callers: store reads run on a store thread (memory.threads:
         a thread of their own, not the one every conversation shares), hooks are awaited with
@@ -217,6 +221,7 @@ class ContextAssembler:
                 tools=tools,
                 supplements=supplements,
                 archive_scope=archive_scope,
+                participants=participants,
             )
 
         context = await run_blocking(build)
@@ -242,6 +247,7 @@ class ContextAssembler:
         tools: Sequence[Mapping[str, Any]],
         supplements: Sequence[MemoryProvider],
         archive_scope: Scope | None,
+        participants: Sequence[str],
     ) -> AssembledContext:
         reserve = self.reply_reserve(config)
         limit = config.context_window - reserve
@@ -267,6 +273,7 @@ class ContextAssembler:
             first_live_seq=tail.first_live_seq,
             archive_scope=archive_scope,
             query=latest_user_text(tail.messages),
+            participants=tuple(participants),
         )
         sections = tuple(
             section for provider in (*self._pipeline, *supplements) if (section := provider.provide(ctx)) is not None

@@ -110,6 +110,7 @@ class AssemblyContext:
     first_live_seq: int | None = None
     archive_scope: Scope | None = None
     query: str | None = None
+    participants: tuple[str, ...] = ()  # the people's names, left out of recall's query
 
     def resolved_archive_scope(self) -> Scope:
         """``archive_scope`` if given; else the agent+user composite (the agent's own when no user)."""

@@ -24,13 +24,14 @@ import logging
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from memory.retrieval.embeddings import Embedder, EmbeddingUnavailable, decode
 from memory.retrieval.index import ArchivedMessage, MessageHit, ScopeIndex
+from memory.retrieval.text import without_names
 from memory.scopes import Scope
 from memory.stores.base import ArchiveDocument, ArchiveStore
 
@@ -92,14 +93,17 @@ class Retrieval:
         limit: int = 10,
         exclude: Callable[[ArchivedMessage], bool] | None = None,
         window: int = 0,
+        names: Sequence[str] = (),
     ) -> list[MessageHit]:
         """The archived messages of ``scope`` most relevant to ``query``, best first (with
         ``window``, each with up to that many turns on each side: ``MessageHit.partner``,
-        ``.nearby()``)."""
+        ``.nearby()``). ``names``: the participants' names, left out of the query by words and by
+        meaning (``text.without_names``)."""
         if not isinstance(query, str):
             raise TypeError(f"a search query must be a string, got {type(query).__name__}")
         if limit <= 0 or not query.strip():
             return []
+        query = without_names(query, names)
         entry = self._synced(scope)
         if not len(entry.index):
             return []

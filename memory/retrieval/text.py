@@ -11,6 +11,7 @@ words below; a query made only of stop words has no terms (the vector side may s
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
@@ -87,6 +88,24 @@ def query_terms(query: str) -> list[tuple[str, str]]:
         if len(seen) >= MAX_QUERY_TERMS:
             break
     return list(seen.items())
+
+
+def without_names(query: str, names: Iterable[str]) -> str:
+    """``query`` without the words of ``names`` (the conversation's participants), whole words,
+    any case, a possessive "'s" with them; ``query`` itself when nothing else would be left.
+
+    A participant's name says who spoke, not what was said: every message of theirs is theirs
+    without naming them, and the messages that do name them are mostly the other side
+    addressing them ("Nadia! Busy as ever"). Kept in a query, "What kind of paintings does
+    Nadia make?" ranks those greetings above "Watercolour landscapes, mostly the river".
+    """
+    found = sorted({word for name in names for word in re.findall(r"\w+", name or "") if len(word) >= MIN_WORD},
+                   key=len, reverse=True)
+    if not found:
+        return query
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(word) for word in found) + r")(?:['\u2019]s)?\b", re.IGNORECASE)
+    stripped = " ".join(pattern.sub(" ", query).split())
+    return stripped if query_terms(stripped) else query
 
 
 def distinct_words(texts: Iterable[str]) -> set[str]:

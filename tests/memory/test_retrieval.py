@@ -54,6 +54,37 @@ def test_analysis_stems_and_drops_stop_words():
     assert analysis.query_terms("Lisb") == [("lisb", "lisb")]
 
 
+def test_names_come_out_of_a_query_as_whole_words_with_their_possessive():
+    assert analysis.without_names("What kind of paintings does Nadia make?", ["Nadia", "Felix"]) == (
+        "What kind of paintings does make?")
+    assert analysis.without_names("Is NADIA's dog calm, Felix?", ["Nadia", "Felix"]) == "Is dog calm, ?"
+    assert analysis.without_names("Where did Maya Lopez move?", ["Maya Lopez"]) == "Where did move?"
+    assert analysis.without_names("Nadiana paints", ["Nadia"]) == "Nadiana paints"  # a word, not a prefix
+    # A query that is nothing but names is searched as it is (someone asked for the name).
+    assert analysis.without_names("Nadia?", ["Nadia"]) == "Nadia?"
+    assert analysis.without_names("what about Nadia", ["Nadia"]) == "what about Nadia"
+    assert analysis.without_names("Nadia paints", []) == "Nadia paints"
+    assert analysis.without_names("Nadia paints", ["", "a"]) == "Nadia paints"  # nothing to take out
+
+
+def test_the_participants_names_say_who_spoke_and_are_left_out_of_the_query(bundle, hybrid, words_only):
+    greetings = {"Nadia! Good to hear from you.", "Nadia, that sounds lovely.", "Tell me, Nadia!"}
+    put(bundle, ALICE,
+        document("a", "Hi Felix! Long time, the hospital has me on nights.", "Nadia! Good to hear from you.",
+                 "I took up painting to unwind, watercolour landscapes of the river mostly.",
+                 "Nadia, that sounds lovely.", day=0),
+        document("b", "Guess what, big news from the exhibition.", "Tell me, Nadia!", day=4))
+    question = "What does Nadia paint?"
+    # The name matches every time the other side addressed her, and those turns say nothing.
+    assert greetings & set(texts(words_only.search(ALICE, question, limit=3)))
+    for retrieval in (words_only, hybrid):
+        found = texts(retrieval.search(ALICE, question, limit=3, names=("Nadia", "Felix")))
+        assert found[0] == "I took up painting to unwind, watercolour landscapes of the river mostly."
+    assert not greetings & set(texts(words_only.search(ALICE, question, limit=3, names=("Nadia", "Felix"))))
+    # Asking for the name alone still finds it.
+    assert greetings & set(texts(words_only.search(ALICE, "Nadia", names=("Nadia",))))
+
+
 def test_words_rank_messages_and_stop_words_match_nothing(bundle, words_only):
     put(bundle, ALICE,
         document("a", "I moved to Porto last spring.", "How do you like Porto?", "The weather is nice."),
@@ -231,3 +262,22 @@ def test_scores_follow_the_statistics_as_documents_are_added(bundle, words_only)
     fresh = Retrieval(archive=bundle.archive, embedder=None)  # the same archive indexed at once
     expected = {h.message.text: h.words for h in fresh.search(ALICE, "harbour festival")}
     assert grown == pytest.approx(expected) and len(grown) == 2
+
+
+def test_on_the_locomo_format_sample_the_names_left_out_rank_the_evidence_higher():
+    """benchmarks/retrieval_rank.py over the sample in tests/: the evidence turns' ranks, with and
+    without the two speakers' names in the question (the measured figures are in its output)."""
+    from agents.evaluation.datasets import load_dataset
+    from benchmarks.retrieval_rank import ranks, table
+
+    sample = load_dataset("locomo:tests/agents/evaluation/fixtures/locomo_sample.json", size="full")
+    embedder = WordLlamaEmbedder()
+    asked = ranks(sample, embedder=embedder, names=False, min_similarity=0.25)["all"]
+    named = ranks(sample, embedder=embedder, names=True, min_similarity=0.25)["all"]
+
+    def within(found, k):
+        return sum(1 for rank in found if rank is not None and rank <= k)
+
+    assert len(asked) == len(named) == 64  # every evidence turn of the sample's questions
+    assert within(named, 5) > within(asked, 5) and within(named, 20) >= within(asked, 20)
+    assert table({"all": named})[-1].startswith("| all | 64 | ")

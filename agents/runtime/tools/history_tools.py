@@ -54,7 +54,8 @@ class ArchiveSearchTool(Tool):
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         scope = archive_scope_for(agent=ctx.agent.name, user_id=ctx.user_id)
         hits = await run_blocking(
-            ctx.services.retrieval.search, scope, args["query"], limit=ARCHIVE_HITS, window=1
+            ctx.services.retrieval.search, scope, args["query"], limit=ARCHIVE_HITS, window=1,
+            names=ctx.participants,
         )
         if not hits:
             return f"No archived message matches {args['query']!r}."
