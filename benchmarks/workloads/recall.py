@@ -44,7 +44,6 @@ import os
 import statistics
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from benchmarks.common import (
     HIGHER_IS_BETTER,
