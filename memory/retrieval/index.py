@@ -7,6 +7,11 @@ from the archive's documents and kept up to date as documents are added. It answ
   rank (RRF, k = 60): Okapi BM25 over the messages' terms (``memory.retrieval.text``), and the
   cosine similarity of the messages' vectors to the query's. A message that ranks on both sides
   comes first; a message found by meaning alone must be at least ``min_similarity`` close.
+  By meaning, a message is also read with the turn before it (its vector plus half the previous
+  message's, within its document), and the closer of the two readings counts: a reply like
+  "Watercolour landscapes, mostly the river" means little alone, and "Painting! What kind?"
+  before it says what it is about; a fact dropped into talk of something else keeps its own.
+  Both readings come from one product over the messages' own vectors.
 * ``around(handle)``: the turns before and after one message, across document boundaries (a
   conversation archived in several documents reads as one).
 
@@ -40,6 +45,10 @@ B = 0.75
 RRF_K = 60
 #: How many of each ranking take part in the fusion.
 CANDIDATES = 50
+#: The weight of the previous turn's vector in a message's second reading (see the module
+#: docstring). Measured with benchmarks/retrieval_rank.py on the LoCoMo-format and generated
+#: samples; 0.4 to 0.7 did alike.
+PREVIOUS_TURN_WEIGHT = 0.5
 #: A query word that is no term of the scope matches the terms it begins, at most this many.
 MAX_PREFIX_EXPANSION = 16
 #: Values (rows x dimensions) per matrix-vector product of the vector search: below OpenBLAS's
@@ -189,6 +198,10 @@ class ScopeIndex:
         self._postings: dict[str, _Postings] = {}
         self._vocabulary: list[str] | None = None
         self._vectors = np.zeros((0, dimensions or 0), dtype=np.float32)
+        # Per row: the previous row of its document (-1: none), and 1 / |v + w * v_previous|
+        # (0: no second reading), for the reading with the previous turn.
+        self._previous = np.zeros(0, dtype=np.int64)
+        self._context_scale = np.zeros(0, dtype=np.float32)
         self._with_vector = 0  # rows with a real vector
         self._sessions: dict[str, list[tuple[int, int]]] = {}  # session -> sorted (seq, row)
         self._documents: dict[int, str] = {}  # document seq -> session
@@ -239,6 +252,10 @@ class ScopeIndex:
             if vectors is not None and vectors.shape[1] == self.dimensions:
                 block[:] = vectors[added]
             self._append_vectors(block)
+            start = len(self.rows) - len(added)
+            self._previous[start] = -1
+            self._previous[start + 1 : len(self.rows)] = np.arange(start, len(self.rows) - 1)
+            self._rescale(np.arange(start, len(self.rows)))
 
     def missing_vectors(self) -> list[int]:
         """Rows whose vector is all zeros (not embedded yet for this model)."""
@@ -249,7 +266,21 @@ class ScopeIndex:
 
     def set_vectors(self, rows: Sequence[int], vectors: np.ndarray) -> None:
         if self.dimensions and len(rows):
-            self._vectors[np.asarray(rows, dtype=np.int64)] = vectors
+            at = np.asarray(rows, dtype=np.int64)
+            self._vectors[at] = vectors
+            # Their second readings, and those of the rows read with them.
+            following = at + 1
+            self._rescale(np.union1d(at, following[following < len(self.rows)]))
+
+    def _rescale(self, rows: np.ndarray) -> None:
+        """The second readings' scale of ``rows`` (see ``_context_scale``)."""
+        previous = self._previous[rows]
+        has = previous >= 0
+        own = self._vectors[rows]
+        norms = np.linalg.norm(own + PREVIOUS_TURN_WEIGHT * self._vectors[np.where(has, previous, 0)], axis=1)
+        scale = np.zeros(len(rows), dtype=np.float32)
+        np.divide(1.0, norms, out=scale, where=has & own.any(axis=1) & (norms > 0))
+        self._context_scale[rows] = scale
 
     def _append_vectors(self, block: np.ndarray) -> None:
         start = len(self.rows) - len(block)
@@ -259,6 +290,12 @@ class ScopeIndex:
             grown = np.zeros((capacity, self.dimensions or 0), dtype=np.float32)
             grown[:start] = self._vectors[:start]
             self._vectors = grown
+            previous = np.full(capacity, -1, dtype=np.int64)
+            previous[:start] = self._previous[:start]
+            self._previous = previous
+            scale = np.zeros(capacity, dtype=np.float32)
+            scale[:start] = self._context_scale[:start]
+            self._context_scale = scale
         self._vectors[start:needed] = block
 
     # -- reading ------------------------------------------------------------------------------
@@ -343,6 +380,13 @@ class ScopeIndex:
         for start in range(0, n, block):
             stop = min(n, start + block)
             np.matmul(self._vectors[start:stop], query, out=similarities[start:stop])
+        # The reading with the previous turn: (v + w p) . q / |v + w p|, from the same products.
+        previous = self._previous[:n]
+        with_previous = similarities[np.maximum(previous, 0)]
+        with_previous *= PREVIOUS_TURN_WEIGHT
+        with_previous += similarities
+        with_previous *= self._context_scale[:n]
+        np.maximum(similarities, with_previous, out=similarities)
         # Only rows close enough take part: usually a small share, so the partial sort is cheap.
         top = np.flatnonzero(similarities >= min_similarity)
         if top.size > CANDIDATES:

@@ -188,10 +188,37 @@ def test_a_hit_names_the_other_half_of_its_exchange(bundle, words_only):
     assert all(h.partner is None for h in words_only.search(ALICE, "gift dad"))  # only when asked
 
 
+def test_a_reply_is_read_with_the_turn_before_it_and_a_message_keeps_its_own_reading():
+    """By meaning, a message counts as close as the nearer of its own vector and its vector with
+    half the previous turn's: an elliptical reply is found by what it answers, and a fact said
+    in the middle of talk about something else is still found by itself."""
+    from memory.retrieval.index import PREVIOUS_TURN_WEIGHT, ScopeIndex
+
+    painting, landscapes, stairs, bakery = np.eye(4, 64, dtype=np.float32)
+    texts = ("Painting! What kind?", "Watercolour landscapes, mostly the river.",
+             "Take the stairs twice a day.", "My boss runs a bakery.")
+    messages = tuple(Message(role=("user", "assistant")[i % 2], content=t, created_at=DAY).with_seq(i + 1)
+                     for i, t in enumerate(texts))
+    index = ScopeIndex(dimensions=64)
+    index.add_document(ArchiveDocument(session="session:p", summary="", messages=messages),
+                       np.stack([painting, landscapes, stairs, bakery]))
+    rows, similarities = index.nearest(painting, min_similarity=0.25)
+    closeness = dict(zip((index.rows[r].text for r in rows.tolist()), similarities.tolist(), strict=True))
+    reading = PREVIOUS_TURN_WEIGHT / np.sqrt(1 + PREVIOUS_TURN_WEIGHT**2)  # 0.447: by the question alone
+    assert closeness == pytest.approx({texts[0]: 1.0, texts[1]: reading})
+    rows, similarities = index.nearest(bakery, min_similarity=0.25)
+    assert [index.rows[r].text for r in rows.tolist()] == [texts[3]] and similarities[0] == pytest.approx(1.0)
+    # Vectors filled in later (a document archived without them) are read the same way.
+    later = ScopeIndex(dimensions=64)
+    later.add_document(ArchiveDocument(session="session:p", summary="", messages=messages), None)
+    later.set_vectors(later.missing_vectors(), np.stack([painting, landscapes, stairs, bakery]))
+    assert later.nearest(painting, min_similarity=0.25)[1].tolist() == pytest.approx([1.0, reading])
+
+
 def test_vector_search_over_many_blocks_matches_the_plain_product():
     """Similarities are computed a block of rows at a time; across block edges they equal the
     whole matrix times the query, and the nearest rows come out in the same order."""
-    from memory.retrieval.index import SIMILARITY_BLOCK_VALUES, ScopeIndex
+    from memory.retrieval.index import PREVIOUS_TURN_WEIGHT, SIMILARITY_BLOCK_VALUES, ScopeIndex
 
     dims = 64
     rows = 3 * (SIMILARITY_BLOCK_VALUES // dims) + 17  # three whole blocks and a part
@@ -204,7 +231,12 @@ def test_vector_search_over_many_blocks_matches_the_plain_product():
     query = vectors[rows - 5] + 0.8 * vectors[SIMILARITY_BLOCK_VALUES // dims]  # near a row in the last and one at an edge
     query /= np.linalg.norm(query)
     found, similarities = index.nearest(query, min_similarity=-1.0)
-    expected = vectors @ query
+    # Each row read alone and with the row before it (the first has no second reading: 0).
+    mixed = vectors.copy()
+    mixed[1:] += PREVIOUS_TURN_WEIGHT * vectors[:-1]
+    with_previous = (mixed @ query) / np.linalg.norm(mixed, axis=1)
+    with_previous[0] = 0.0
+    expected = np.maximum(vectors @ query, with_previous)
     best = np.argsort(-expected, kind="stable")[: len(found)]
     assert found.tolist() == best.tolist() and found[0] == rows - 5
     assert SIMILARITY_BLOCK_VALUES // dims in found.tolist()
@@ -279,5 +311,8 @@ def test_on_the_locomo_format_sample_the_names_left_out_rank_the_evidence_higher
         return sum(1 for rank in found if rank is not None and rank <= k)
 
     assert len(asked) == len(named) == 64  # every evidence turn of the sample's questions
-    assert within(named, 5) > within(asked, 5) and within(named, 20) >= within(asked, 20)
+    def reciprocal(found):
+        return sum(1 / rank for rank in found if rank is not None)
+
+    assert within(named, 5) > within(asked, 5) and reciprocal(named) > reciprocal(asked)
     assert table({"all": named})[-1].startswith("| all | 64 | ")
