@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -70,12 +70,13 @@ def configs_named(names: list[str] | None) -> tuple[EvalConfig, ...]:
 
 @dataclass(frozen=True)
 class Budget:
-    """Token sizes of a run: the model's window, and the cleanup threshold and kept tail of the
-    configurations that clean up (full context never does)."""
+    """Token sizes of a run: the model's window, the cleanup threshold and kept tail of the
+    configurations that clean up (full context never does), and the archive section's budget."""
 
     context_window: int = 32768
     threshold: int = 1500
     keep: int = 500
+    archive: int = field(default_factory=lambda: MemoryConfig().archive_budget_tokens)  # the shipped default
 
     def memory_config(self, config: EvalConfig) -> MemoryConfig:
         if not config.cleanup:
@@ -90,6 +91,7 @@ class Budget:
             keep_tokens=self.keep,
             archive_enabled=config.archive,
             core_enabled=config.core,
+            archive_budget_tokens=self.archive,
         )
 
 

@@ -60,8 +60,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"Model `{setup['model']}`{OFFLINE_NOTE if setup['offline'] else ''}. Dataset: {data['label']} "
         f"(fingerprint {data['fingerprint']}): {data['histories']} history(ies), {data['sessions']} sessions, "
         f"{data['turns']} turns, {data['questions']} questions. Mapping `{setup['mapping']}`. Window "
-        f"{budget['context_window']} tokens; cleanups at {budget['threshold']} tokens keeping {budget['keep']}. "
-        f"{report['repeats']} repeat(s). Generated {report['generated_at']}; run time {duration(report['wall_s'])}"
+        f"{budget['context_window']} tokens; cleanups at {budget['threshold']} tokens keeping {budget['keep']}"
+        + (f"; archive section {budget['archive']} tokens. " if "archive" in budget else ". ")
+        + f"{report['repeats']} repeat(s). Generated {report['generated_at']}; run time {duration(report['wall_s'])}"
         + ("." if report["complete"] else f"; **incomplete**: {report['answered']} of {report['expected']} answers."),
         "",
         f"The **all** row covers the headline categories: {', '.join(data['headline'])}.",

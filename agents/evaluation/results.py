@@ -96,7 +96,8 @@ def _shape(run: Run) -> Run:
                     f"{data['questions']} questions"),
         ("Model", setup["model"] + (" (offline)" if setup["offline"] else "")),
         ("Mapping", setup["mapping"]),
-        ("Budgets", f"window {budget['context_window']:,} · cleanup at {budget['threshold']:,} · keeps {budget['keep']:,}"),
+        ("Budgets", f"window {budget['context_window']:,} · cleanup at {budget['threshold']:,} · keeps {budget['keep']:,}"
+                    + (f" · archive {budget['archive']:,}" if "archive" in budget else "")),
         ("Date", report["generated_at"]),
         ("Run time", duration(report.get("wall_s", 0.0)) + (f" · {report['repeats']} repeats" if report["repeats"] > 1 else "")),
     ]

@@ -63,6 +63,8 @@ class Command(BaseCommand):
         add("--context-window", type=int, default=Budget.context_window, help="the model's window in tokens")
         add("--threshold", type=int, default=Budget.threshold, help="session tokens that trigger a cleanup")
         add("--keep", type=int, default=Budget.keep, help="tokens of recent history a cleanup keeps")
+        add("--archive-budget", type=int, default=Budget().archive,
+            help="the archive section's tokens (smaller: a history long for its budget, as real ones are)")
         add("--limit", type=int, help="stop after this many new answers (resume later)")
         add("--parallel", type=int, default=1, help="(history, configuration) pairs run at once (for endpoints)")
         add("--repeats", type=int, default=1, help="run everything N times: mean and 95%% interval")
@@ -81,11 +83,14 @@ class Command(BaseCommand):
         for name in ("limit", "parallel", "repeats", "histories"):
             if options[name] is not None and options[name] < 1:
                 raise CommandError(f"--{name} must be at least 1")
+        if options["archive_budget"] < 0:
+            raise CommandError("--archive-budget must be at least 0 (tokens of the archive section)")
         try:
             names = [c.strip() for c in (options["configs"] or "").split(",") if c.strip()]
             configs = configs_named(names or None)
             budget = Budget(
-                context_window=options["context_window"], threshold=options["threshold"], keep=options["keep"]
+                context_window=options["context_window"], threshold=options["threshold"], keep=options["keep"],
+                archive=options["archive_budget"],
             )
             for config in configs:
                 budget.memory_config(config)

@@ -190,6 +190,19 @@ def test_full_context_is_skipped_when_the_history_does_not_fit_the_window(tmp_pa
     assert len(rows(data, "session_pruned")) == 1  # skipped rows do not count against --limit
 
 
+def test_the_archive_budget_is_an_option_and_is_recorded(tmp_path):
+    """--archive-budget sets the archive section's tokens (a history long for its budget, as real
+    ones are, on a small dataset); the results say which budget they were measured with."""
+    run(tmp_path, "--configs", "archive", "--archive-budget", "200", name="small")
+    run(tmp_path, "--configs", "archive", name="shipped")
+    small, shipped = report(tmp_path, "small"), report(tmp_path, "shipped")
+    assert small["setup"]["budget"]["archive"] == 200 and shipped["setup"]["budget"]["archive"] == 1500
+    assert "archive section 200 tokens" in (tmp_path / "out" / "small.md").read_text()
+    assert summary(small, "archive")["tokens_sent"] < summary(shipped, "archive")["tokens_sent"]
+    with pytest.raises(CommandError, match="--archive-budget must be at least 0"):
+        run(tmp_path, "--configs", "archive", "--archive-budget", "-1", name="bad")
+
+
 def test_bad_options_are_refused_with_a_clear_message(tmp_path):
     with pytest.raises(CommandError, match="unknown configuration.*nope"):
         run(tmp_path, "--configs", "nope")
