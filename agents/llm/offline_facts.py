@@ -15,6 +15,12 @@ longer``, ``don't … any more``: then Y is a past place). The new place is the 
 ("Lives in Porto"); the old one is kept as ``past_location`` ("Previously lived in Lisbon"), so
 the newer value wins and the older is not lost. A place ends at the next preposition, a time
 phrase ("last year", "in 2021"), a quote or the end of the clause.
+
+Where the user works is one value too (``employer``: "I work at X", "I accepted an offer from
+X", "I got a new job at X" all give "Works at X", the newer replacing the older); what they work
+as adds up. "I'm allergic to X" gives "Allergic to X". The people the user talks about go to
+MEMORY.md when named with their relation: "my sister Maya moved to Porto" gives "Sister Maya
+moved to Porto" (moved to, lives in, works at, works as).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ class Fact:
     @property
     def single_valued(self) -> bool:
         """A newer fact of this kind replaces the older one instead of adding to it."""
-        return self.kind in ("name", "location", "identity")
+        return self.kind in ("name", "location", "identity", "employer")
 
     @property
     def key(self) -> str:
@@ -69,6 +75,14 @@ def normalize(line: str) -> str:
 def _p(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE | re.MULTILINE)
 
+
+#: Whom "my <relation> <Name> moved to ..." may be about.
+_RELATIONS = (
+    "sister", "brother", "mother", "mum", "mom", "father", "dad", "son", "daughter", "cousin", "aunt", "uncle",
+    "grandmother", "grandma", "grandfather", "grandpa", "niece", "nephew", "friend", "best friend", "boss",
+    "colleague", "coworker", "neighbour", "neighbor", "flatmate", "roommate", "partner", "wife", "husband",
+    "girlfriend", "boyfriend", "fiancé", "fiancée",
+)
 
 # (kind, file, pattern, template for the normalised line). Order matters: first match wins
 # within a sentence.
@@ -89,8 +103,36 @@ _FACT_PATTERNS: tuple[tuple[str, str, re.Pattern[str], str], ...] = (
     ("preference", USER_FILE, _p(r"\bi (?:really )?prefer\s+" + _V), "Prefers {v}"),
     ("preference", USER_FILE, _p(r"\bi (?:really )?(?:like|love|enjoy)\s+" + _V), "Likes {v}"),
     ("preference", USER_FILE, _p(r"(?:^[\s\-*]*|\b(?:the )?user )(prefers|likes)\s+" + _V), "{verb} {v}"),
-    ("work", USER_FILE, _p(r"\bi work (?P<prep>as|at|for|on)\s+" + _V), "Works {prep} {v}"),
-    ("work", USER_FILE, _p(r"(?:^[\s\-*]*|\b(?:the )?user )works (?P<prep>as|at|for|on)\s+" + _V), "Works {prep} {v}"),
+    # Where the user works is one place (a new job replaces it); what they work as or on adds up.
+    ("employer", USER_FILE, _p(r"\bi (?:now |currently |still )?work (?P<prep>at|for)\s+" + _V), "Works {prep} {v}"),
+    (
+        "employer",
+        USER_FILE,
+        _p(r"\bi(?: have|'ve)?(?: just| finally| recently| now)? (?:got|accepted|took|started|landed|began|start) "
+           r"(?:a |an |the |my )?(?:new )?(?:job|offer|position|role|post) (?P<prep>at|with|from)\s+" + _V),
+        "Works at {v}",
+    ),
+    ("work", USER_FILE, _p(r"\bi (?:now |currently |still )?work (?P<prep>as|on)\s+" + _V), "Works {prep} {v}"),
+    ("employer", USER_FILE, _p(r"(?:^[\s\-*]*|\b(?:the )?user )works (?P<prep>at|for)\s+" + _V), "Works {prep} {v}"),
+    ("work", USER_FILE, _p(r"(?:^[\s\-*]*|\b(?:the )?user )works (?P<prep>as|on)\s+" + _V), "Works {prep} {v}"),
+    ("health", USER_FILE, _p(r"\bi(?:'m| am)(?: \w+ly)? allergic to\s+" + _V), "Allergic to {v}"),
+    ("health", USER_FILE, _p(r"(?:^[\s\-*]*|\b(?:the )?user (?:is )?)allergic to\s+" + _V), "Allergic to {v}"),
+    # The people the user talks about: where they moved or live, what they do.
+    (
+        "person",
+        MEMORY_FILE,
+        _p(r"\bmy (?P<attr>" + "|".join(_RELATIONS) + r")(?:,)? (?P<name>(?-i:[A-Z][\w'-]+))(?:,)?"
+           r"(?: has| have)?(?: just| recently| finally| now)? (?P<verb>moved to|relocated to|lives in|works at|works as|"
+           r"started at)\s+" + _V),
+        "{Attr} {name} {verb} {v}",
+    ),
+    (
+        "person",
+        MEMORY_FILE,
+        _p(r"^[\s\-*]*(?P<attr>" + "|".join(_RELATIONS) + r") (?P<name>(?-i:[A-Z][\w'-]+)) (?P<verb>moved to|"
+           r"relocated to|lives in|works at|works as|started at)\s+" + _V),
+        "{Attr} {name} {verb} {v}",
+    ),
     (
         "decision",
         MEMORY_FILE,
@@ -257,16 +299,18 @@ def _match_facts(sentence: str) -> list[Fact]:
             if any(start < c_end and c_start < end for c_start, c_end in claimed):
                 continue
             value = clean_value(raw, cut_clauses=False)
-            if kind == "location":
+            if kind in ("location", "employer", "person"):
                 value = _TRAILING_TIME.sub("", value)
             attr = (groups.get("attr") or "").strip().lower()
             if not value or attr in ("name", "question", "point", "problem"):
                 continue
             text = template.format(
                 v=value,
-                verb=match.group(1).capitalize() if "{verb}" in template else "",
+                verb=(groups.get("verb") or "").lower() or (match.group(1).capitalize() if "{verb}" in template else ""),
                 prep=(groups.get("prep") or "").lower(),
                 attr=attr,
+                Attr=attr.capitalize(),
+                name=groups.get("name") or "",
             )
             claimed.append((start, end))
             found.append((start, Fact(kind=kind, file=file, text=text, value=value)))

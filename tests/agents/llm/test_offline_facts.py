@@ -82,6 +82,31 @@ def test_a_quoted_fact_ends_at_its_quote():
     assert [f.text for f in extract_facts('Note "my name is Sam" for later')] == ["Name: Sam"]
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("I'm allergic to hazelnuts.", [("USER.md", "Allergic to hazelnuts")]),
+    ("I am severely allergic to penicillin.", [("USER.md", "Allergic to penicillin")]),
+    ("Big news: I accepted an offer from Halden Studios, I start on Monday.", [("USER.md", "Works at Halden Studios")]),
+    ("I got a new job at the library!", [("USER.md", "Works at the library")]),
+    ("I started a new role with Acme Corp last week.", [("USER.md", "Works at Acme Corp")]),
+    ("I now work at Ferro Engineering.", [("USER.md", "Works at Ferro Engineering")]),
+    ("My sister Maya just moved to Porto.", [("MEMORY.md", "Sister Maya moved to Porto")]),
+    ("my friend, Tom, lives in Oslo.", [("MEMORY.md", "Friend Tom lives in Oslo")]),
+    ("My brother Karim works as an electrician.", [("MEMORY.md", "Brother Karim works as an electrician")]),
+])
+def test_health_a_new_job_and_the_people_the_user_talks_about(text, expected):
+    assert [(f.file, f.text) for f in extract_facts(text)] == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Are you allergic to anything?",  # not about the user
+    "I applied for a job at the library.",  # not taken yet
+    "My sister moved to Porto.",  # no name: the attribute grammar does not read moves either
+    "my neighbour the baker moved to Leeds",  # "the baker" is no name
+])
+def test_what_is_not_such_a_fact(text):
+    assert [f.text for f in extract_facts(text) if f.kind in ("health", "employer", "person")] == []
+
+
 async def test_a_remember_sentence_with_two_facts_is_two_lines():
     text = "Please remember that my name is Sam and I moved to Porto."
     completion = await complete(OfflineChatModel(), messages=[{"role": "user", "content": text}], tools=TOOLS)
@@ -141,6 +166,29 @@ def test_the_offline_dream_engine_moves_the_user_and_keeps_the_past(tmp_path, ba
     assert "Lives in Lisbon" in lines and "Previously lived in Porto" in lines
     assert "Lives in Porto" not in lines and len([ln for ln in lines if ln.startswith("Lives in")]) == 1
     assert json.loads(services.bundle.kv.get_value(scope, "dream.last_run"))["edits"] >= 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_new_job_replaces_where_the_user_works_and_the_people_are_kept_apart(tmp_path, backend):
+    from agents.llm import as_text_completion
+    from agents.runtime.services import build_services
+
+    agent = long_term_agent()
+    services = build_services(backend=backend, workspace=tmp_path, model=OfflineChatModel())
+    scope = archive_scope_for(agent="default", user_id="7")
+    for i, text in enumerate(["I work at Greenfield Hospital and I'm allergic to hazelnuts.",
+                              "My sister Maya moved to Porto.",
+                              "Big news: I accepted an offer from Halden Studios, I start on Monday."]):
+        services.bundle.archive.put(scope, ArchiveDocument(
+            session=f"session:j{i}", summary="", messages=(Message(role="user", content=text, seq=1),)))
+    dream = DreamEngine(bundle=services.bundle, model=as_text_completion(services.model), options=None)
+    core = CoreMemory(kv=services.bundle.kv, config=agent.memory_config, agent="default", user="7")
+
+    dream.consolidate(agent="default", user="7", config=agent.memory_config)
+    user = core.read(file=USER).text.splitlines()
+    assert [line for line in user if line.startswith("Works at")] == ["Works at Halden Studios"]
+    assert "Allergic to hazelnuts" in user
+    assert "Sister Maya moved to Porto" in core.read(file="MEMORY.md").text.splitlines()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -15,8 +15,6 @@ from agents.llm import (
     ModelRejected,
     ModelTimeout,
     ModelUnavailable,
-    ReasoningDelta,
-    ToolCallReady,
     Usage,
     complete,
 )
