@@ -71,6 +71,7 @@ from agents.llm.base import ContentDelta, Finish, ModelEvent, ReasoningDelta, To
 from agents.llm.offline_review import REVIEW_MARKER, plan_review
 from agents.llm.offline_summary import text_of
 from agents.llm.offline_tools import OfflineTools, Plan, plan_tool_calls, report_tool_results
+from memory.assembly.archive import recall_lines
 from memory.messages import ToolCall
 from memory.retrieval import text as analysis
 from memory.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, TOOL_CALL_OVERHEAD, count_text, truncate_text
@@ -91,7 +92,6 @@ _TAGS = re.compile(r"</?[A-Za-z_][\w.-]*(?:\s[^<>]*)?/?>")
 _FRAGMENT = re.compile(r"[<>\"\u201c\u201d]|\u2026")
 _RECALL = re.compile(r"<archive_recall>(?P<body>.*?)</archive_recall>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation(?P<attrs>[^>]*)>(?P<body>.*?)</conversation>", re.DOTALL)
-_MESSAGE = re.compile(r"<message(?P<attrs>[^>]*)>(?P<text>.*?)</message>", re.DOTALL)
 _GREETING = re.compile(r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|hallo|bonjour)\b", re.IGNORECASE)
 
 
@@ -361,13 +361,12 @@ def _recalled_answer(question: str, system: str) -> Plan | None:
     best = None
     for conversation in _CONVERSATION.finditer(recall.group("body")):
         opened = dict(facts.ATTRIBUTES.findall(conversation.group("attrs"))).get("date", "")
-        for message in _MESSAGE.finditer(conversation.group("body")):
-            attrs = dict(facts.ATTRIBUTES.findall(message.group("attrs")))
-            text = html.unescape(message.group("text"))
+        for _, speaker, said, text in recall_lines(conversation.group("body")):
+            text = html.unescape(text)
             shared = len(wanted & set(analysis.terms(text)))
-            rank = (shared, attrs.get("speaker") == "user")
+            rank = (shared, speaker == "user")
             if shared and (best is None or rank > best[0]):
-                best = (rank, html.unescape(attrs.get("date") or opened), attrs.get("speaker", ""), text)
+                best = (rank, html.unescape(said or opened), speaker, text)
     if best is None:
         return None
     (shared, _), day, speaker, text = best

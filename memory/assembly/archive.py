@@ -8,8 +8,9 @@ Only when the agent's ``archive_enabled`` is on. Within ``config.archive_budget_
    each with the other half of its exchange (the reply to a request or a question, the
    request a reply answered: the answer is often in the turn next to the words that match) and,
    with room left, the turns around it up to ``RECALL_WINDOW`` on each side, nearest first.
-   Messages are grouped by conversation (its title and the day it opened said once), each with
-   its speaker, a handle that ``archive_read`` opens, and its own date when said on another day.
+   Messages are grouped by conversation (its title and the day it opened said once), a line
+   each: a handle that ``archive_read`` opens, the speaker, its own date when said on another
+   day, and the text (``RECALL_LINE``).
    Messages still in the live conversation are left out (they are in context already).
    It takes at most ``RECALL_SHARE`` of the budget; what it leaves goes to the summaries. Hits
    are chosen best first and shown oldest first, so a fact and its later correction read in order.
@@ -21,10 +22,11 @@ So a model that never calls a tool still sees what was said about the question, 
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, SectionPart, joined_tokens
-from memory.assembly.xml import element, wrap
+from memory.assembly.xml import element, escape_text, wrap
 from memory.compression.dates import day
 from memory.retrieval.index import ArchivedMessage
 from memory.retrieval.service import Retrieval
@@ -47,8 +49,8 @@ RECALL_LIMIT = 12
 RECALL_WINDOW = 2
 RECALL_CHARS = 700
 _MIN_RECALL_TOKENS = 48
-#: Fewer tokens than any recalled message element takes (its tags alone take about ten).
-_MIN_MESSAGE_TOKENS = 12
+#: Fewer tokens than any recalled message's line takes ("1.1 user: x" takes six).
+_MIN_MESSAGE_TOKENS = 5
 _MAX_CHARS_PER_TOKEN = 16
 #: What recall leaves to the summaries is rounded down to a multiple of this many tokens.
 SUMMARY_BUDGET_STEP = 32
@@ -76,10 +78,30 @@ def excerpt(message: ArchivedMessage, words: tuple[str, ...], *, width: int = RE
     return textsearch.snippet(message.text, words, width=width)
 
 
-def _element(message: ArchivedMessage, matched: tuple[str, ...], date: str | None = None) -> str:
-    """One recalled message (``date``: when it was said on another day than its conversation opened)."""
-    attrs = {"handle": message.handle, "speaker": message.speaker, "date": date}
-    return element("message", excerpt(message, matched), attrs=attrs)
+#: One recalled message's line: handle, speaker, the day it was said when another than the day
+#: its conversation opened, then the text: "12.37 user: I sold my first painting!",
+#: "12.41 assistant, 9 May 2023: Congratulations!". A tag per message took 15 tokens, as many as
+#: a short turn's own text (LoCoMo-style chats average about 25), so lines fit a third more turns.
+RECALL_LINE = re.compile(r"^(?P<handle>\d+\.\d+) (?P<speaker>[^\s,:]+)(?:, (?P<date>[^:\n]+))?: ", re.MULTILINE)
+_SPEAKER_UNSAFE = re.compile(r"[\s,:]+")
+
+
+def recall_lines(body: str) -> list[tuple[str, str, str | None, str]]:
+    """Each message line of a rendered ``<conversation>``'s body: (handle, speaker, the day it was
+    said or None for the conversation's, the text as rendered, XML-escaped)."""
+    starts = list(RECALL_LINE.finditer(body))
+    ends = [m.start() for m in starts[1:]] + [len(body)]
+    return [(m["handle"], m["speaker"], m["date"], body[m.end():end].rstrip("\n")) for m, end in zip(starts, ends)]
+
+
+def _line(message: ArchivedMessage, matched: tuple[str, ...], date: str | None = None) -> str:
+    """One recalled message's line (``date``: when it was said on another day than its
+    conversation opened). The excerpt is one line (its whitespace collapsed), so no text of a
+    message can start a line and pass for another message or another speaker."""
+    text = escape_text(excerpt(message, matched))
+    speaker = _SPEAKER_UNSAFE.sub("_", escape_text(message.speaker)) or "unknown"
+    said = f", {date}" if date else ""
+    return f"{message.handle} {speaker}{said}: {text}"
 
 
 def _least_tokens(message: ArchivedMessage) -> int:
@@ -110,7 +132,7 @@ class _Recall:
         # exact count below decides what does).
         while group and sum(_MIN_MESSAGE_TOKENS + _least_tokens(m) for m, _ in group) > room:
             group.pop()
-        rendered = [(m, matched, _element(m, matched)) for m, matched in group]
+        rendered = [(m, matched, _line(m, matched)) for m, matched in group]
         costs = [count_text(text) + 1 for _, _, text in rendered]
         while rendered:
             opening = {m.session: self._tags(m) for m, _, _ in rendered if m.session not in self._opened}
@@ -221,9 +243,10 @@ class ArchiveProvider(MemoryProvider):
     def _render_recall(self, chosen: list[tuple[ArchivedMessage, tuple[str, ...], str]]) -> str:
         note = (
             "Earlier conversations with this user: what matches their latest message, with the "
-            "turns around it, oldest first, dated per conversation (a message from another day has "
-            "its own date). A later message may correct an earlier one. "
-            f"{self._read_tool} shows more around a handle; {self._search_tool} searches for more."
+            "turns around it, oldest first, dated per conversation. A line per message: its handle, "
+            "who spoke, the day when another than the conversation's, then what was said. A later "
+            f"message may correct an earlier one. {self._read_tool} shows more around a handle; "
+            f"{self._search_tool} searches for more."
         )
         by_session: dict[str, list[tuple[ArchivedMessage, tuple[str, ...], str]]] = {}
         for entry in sorted(chosen, key=lambda entry: (entry[0].created_at, entry[0].seq)):
@@ -235,7 +258,7 @@ class ArchiveProvider(MemoryProvider):
             children = []
             for message, matched, text in entries:
                 said = day(message.created_at)
-                children.append(text if said == opened else _element(message, matched, said))
+                children.append(text if said == opened else _line(message, matched, said))
             attrs = {"title": entries[0][0].document_title or None, "date": opened}
             groups.append(wrap("conversation", children, attrs=attrs))
         return wrap(RECALL_TAG, [element("note", note), *groups])

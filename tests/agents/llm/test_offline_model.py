@@ -234,9 +234,9 @@ RECALLED = {
     "content": (
         "<archive_recall>\n<note>Earlier conversations with this user.</note>\n"
         '<conversation title="Family news" date="6 Dec 2026">\n'
-        '<message handle="1.1" speaker="user">My sister Maya just moved to Porto for a job at a bakery.</message>\n'
-        '<message handle="1.2" speaker="assistant">Porto has lovely bakeries &amp; the river.</message>\n'
-        '<message handle="1.3" speaker="user" date="7 Dec 2026">I&apos;m allergic to hazelnuts.</message>\n'
+        "1.1 user: My sister Maya just moved to Porto for a job at a bakery.\n"
+        "1.2 assistant: Porto has lovely bakeries &amp; the river.\n"
+        "1.3 user, 7 Dec 2026: I'm allergic to hazelnuts.\n"
         "</conversation>\n</archive_recall>"
     ),
 }
