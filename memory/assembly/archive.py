@@ -40,8 +40,11 @@ SECTION_NAME = "archive"
 DEFAULT_SEARCH_TOOL = "archive_search"
 DEFAULT_READ_TOOL = "archive_read"
 
-#: The share of the archive budget recalled messages may take (the rest is for summaries).
-RECALL_SHARE = 0.6
+#: The share of the archive budget recalled messages may take; what they leave, a fifth at
+#: least, is for the newest summaries. What bears on the latest message comes first: at 500
+#: tokens for a LoCoMo-format history three times as long, 0.6 carried 66% of the evidence and
+#: 0.8 83% (benchmarks/results/recall_before_after.md).
+RECALL_SHARE = 0.8
 #: At most this many messages match (each brings turns around it), and each is shown whole up
 #: to this many characters (longer ones are cut around the words the query matched).
 RECALL_LIMIT = 12
@@ -242,11 +245,10 @@ class ArchiveProvider(MemoryProvider):
 
     def _render_recall(self, chosen: list[tuple[ArchivedMessage, tuple[str, ...], str]]) -> str:
         note = (
-            "Earlier conversations with this user: what matches their latest message, with the "
-            "turns around it, oldest first, dated per conversation. A line per message: its handle, "
-            "who spoke, the day when another than the conversation's, then what was said. A later "
-            f"message may correct an earlier one. {self._read_tool} shows more around a handle; "
-            f"{self._search_tool} searches for more."
+            "What earlier conversations with this user said about their latest message, oldest "
+            "first. A line each: handle speaker[, day if not the conversation's]: text. Later lines "
+            f"may correct earlier ones. {self._read_tool} reads around a handle; {self._search_tool} "
+            "finds more."
         )
         by_session: dict[str, list[tuple[ArchivedMessage, tuple[str, ...], str]]] = {}
         for entry in sorted(chosen, key=lambda entry: (entry[0].created_at, entry[0].seq)):

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.assembly.archive import RECALL_TAG, TAG, ArchiveProvider, recall_lines
+from memory.assembly.archive import RECALL_SHARE, RECALL_TAG, TAG, ArchiveProvider, recall_lines
 from memory.config import MemoryConfig
 from memory.messages import Message
 from memory.retrieval.index import parse_handle
@@ -127,7 +127,7 @@ def test_the_section_stays_within_its_budget_and_recall_within_its_share(bundle,
     assert found.tokens == count_text(found.text) <= budget
     recall = recall_part(found.text)
     if recall:
-        assert count_text(recall) <= int(budget * 0.6)
+        assert count_text(recall) <= int(budget * RECALL_SHARE)
 
 
 def test_another_users_archive_is_never_recalled(bundle, retrieval):
@@ -178,7 +178,7 @@ def test_a_matched_request_brings_the_reply_that_answered_it(bundle, retrieval):
     assert "Biscuit" in recall  # the reply shares no word with the question, yet it is the answer
     assert recall.index("new kitten") < recall.index("Biscuit")  # in the order they were said
     assert "Sungold" not in recall  # three turns on: beyond the window
-    tight = recall_part(section(bundle, retrieval, "What name did you suggest for the kitten?", budget=250).text)
+    tight = recall_part(section(bundle, retrieval, "What name did you suggest for the kitten?", budget=160).text)
     assert "Biscuit" in tight and "tomato" not in tight.lower()  # room for the exchange alone
 
 
@@ -241,7 +241,7 @@ def test_room_left_brings_the_turns_further_along_where_an_answer_often_is(bundl
     recall = recall_part(section(bundle, retrieval, "How much did my first painting sell for?", budget=1200).text)
     assert "eighty pounds" in recall  # two turns after the match
     assert "rain every day" not in recall  # beyond the window
-    small = recall_part(section(bundle, retrieval, "How much did my first painting sell for?", budget=250).text)
+    small = recall_part(section(bundle, retrieval, "How much did my first painting sell for?", budget=160).text)
     assert "sold my first painting" in small and "Tell me everything" in small  # the exchange first
     assert "eighty pounds" not in small  # no room left for the turns around it
 
