@@ -87,6 +87,7 @@ def excerpt(message: ArchivedMessage, words: tuple[str, ...], *, width: int = RE
 #: a short turn's own text (LoCoMo-style chats average about 25), so lines fit a third more turns.
 RECALL_LINE = re.compile(r"^(?P<handle>\d+\.\d+) (?P<speaker>[^\s,:]+)(?:, (?P<date>[^:\n]+))?: ", re.MULTILINE)
 _SPEAKER_UNSAFE = re.compile(r"[\s,:]+")
+_ESCAPED = re.compile(r"[&<>]")
 
 
 def recall_lines(body: str) -> list[tuple[str, str, str | None, str]]:
@@ -97,14 +98,29 @@ def recall_lines(body: str) -> list[tuple[str, str, str | None, str]]:
     return [(m["handle"], m["speaker"], m["date"], body[m.end():end].rstrip("\n")) for m, end in zip(starts, ends)]
 
 
+def _speaker(message: ArchivedMessage) -> str:
+    return _SPEAKER_UNSAFE.sub("_", escape_text(message.speaker)) or "unknown"
+
+
 def _line(message: ArchivedMessage, matched: tuple[str, ...], date: str | None = None) -> str:
     """One recalled message's line (``date``: when it was said on another day than its
     conversation opened). The excerpt is one line (its whitespace collapsed), so no text of a
     message can start a line and pass for another message or another speaker."""
     text = escape_text(excerpt(message, matched))
-    speaker = _SPEAKER_UNSAFE.sub("_", escape_text(message.speaker)) or "unknown"
     said = f", {date}" if date else ""
-    return f"{message.handle} {speaker}{said}: {text}"
+    return f"{message.handle} {_speaker(message)}{said}: {text}"
+
+
+def _line_tokens(message: ArchivedMessage, matched: tuple[str, ...]) -> int:
+    """The tokens of ``_line(message, matched)`` and its joining newline, about. A message shown
+    whole with nothing to escape takes its stored count (``ArchivedMessage.text_tokens``) plus its
+    handle and speaker's, so the dozens of messages weighed each turn are not all tokenized again
+    (most are weighed and left out); others are rendered and counted. Tokens do not add up exactly
+    across the join (a token or so either way): the render as a whole is counted exactly."""
+    known = message.text_tokens
+    if known is None or len(message.text) > RECALL_CHARS or _ESCAPED.search(message.text):
+        return count_text(_line(message, matched)) + 1
+    return count_text(f"{message.handle} {_speaker(message)}:") + known + 1
 
 
 def _least_tokens(message: ArchivedMessage) -> int:
@@ -121,6 +137,7 @@ class _Recall:
     def __init__(self, budget: int, *, used: int) -> None:
         self.budget, self.used = budget, used
         self.chosen: list[tuple[ArchivedMessage, tuple[str, ...], str]] = []
+        self.costs: list[int] = []  # each chosen line's tokens (``_line_tokens``)
         self.shown: set[str] = set()
         self._opened: set[str] = set()  # sessions whose conversation element is counted
         self._tag_tokens: dict[str, int] = {}  # session -> tokens of its conversation's tags
@@ -135,19 +152,19 @@ class _Recall:
         # exact count below decides what does).
         while group and sum(_MIN_MESSAGE_TOKENS + _least_tokens(m) for m, _ in group) > room:
             group.pop()
-        rendered = [(m, matched, _line(m, matched)) for m, matched in group]
-        costs = [count_text(text) + 1 for _, _, text in rendered]
-        while rendered:
-            opening = {m.session: self._tags(m) for m, _, _ in rendered if m.session not in self._opened}
+        costs = [_line_tokens(m, matched) for m, matched in group]
+        while group:
+            opening = {m.session: self._tags(m) for m, _ in group if m.session not in self._opened}
             cost = sum(costs) + sum(opening.values())
             if self.used + cost <= self.budget:
                 break
-            rendered.pop()  # the last of the group goes first
+            group.pop()  # the last of the group goes first
             costs.pop()
-        for message, matched, text in rendered:
-            self.chosen.append((message, matched, text))
+        for (message, matched), tokens in zip(group, costs, strict=True):
+            self.chosen.append((message, matched, _line(message, matched)))
+            self.costs.append(tokens)
             self.shown.add(message.handle)
-        if rendered:
+        if group:
             self._opened.update(opening)
             self.used += cost
 
@@ -187,18 +204,21 @@ class ArchiveProvider(MemoryProvider):
             return None
         budget = ctx.config.archive_budget_tokens
         scope = ctx.resolved_archive_scope()
-        recall, recalled = "", 0
+        recall, recalled, recall_tokens = "", 0, 0
         if self._retrieval is not None and ctx.query:
-            recall, recalled = self._recall(ctx, int(budget * self._recall_share))
-        left = budget - (count_text(recall) + 1 if recall else 0)
+            recall, recalled, recall_tokens = self._recall(ctx, int(budget * self._recall_share))
+        left = budget - (recall_tokens + 1 if recall else 0)
         # The summaries' fit is remembered per budget; what recall leaves changes every turn, so
         # it is rounded down to a step: a fit is reused across turns at the cost of a few tokens.
         if recall:
             left -= left % SUMMARY_BUDGET_STEP
-        summaries, documents = self._summaries(scope.key(), ctx, left)
+        summaries, documents, summary_tokens = self._summaries(scope.key(), ctx, left)
         parts = tuple(
-            SectionPart.of(key=tag, text=part, items=items)
-            for tag, part, items in ((RECALL_TAG, recall, recalled), (TAG, summaries, documents))
+            SectionPart(key=tag, text=part, tokens=tokens, items=items)
+            for tag, part, items, tokens in (
+                (RECALL_TAG, recall, recalled, recall_tokens),
+                (TAG, summaries, documents, summary_tokens),
+            )
             if part
         )
         text = "\n".join(part.text for part in parts)
@@ -210,9 +230,11 @@ class ArchiveProvider(MemoryProvider):
 
     # -- recall -------------------------------------------------------------------------------
 
-    def _recall(self, ctx: AssemblyContext, budget: int) -> tuple[str, int]:
+    def _recall(self, ctx: AssemblyContext, budget: int) -> tuple[str, int, int]:
+        """The ``<archive_recall>`` element within ``budget``, how many messages it shows, and its
+        tokens (("", 0, 0) when nothing is recalled)."""
         if budget < _MIN_RECALL_TOKENS:
-            return "", 0
+            return "", 0, 0
         current, live = ctx.session.key(), ctx.live_seqs
 
         def in_context(message: ArchivedMessage) -> bool:
@@ -223,7 +245,7 @@ class ArchiveProvider(MemoryProvider):
             window=RECALL_WINDOW, names=ctx.participants,
         )
         if not hits:
-            return "", 0
+            return "", 0, 0
         recall = _Recall(budget, used=count_text(self._render_recall([])))
         # Best first, while they fit: each hit with the other half of its exchange; then, round
         # by round with the room left, the turns around each hit, nearest first.
@@ -234,14 +256,21 @@ class ArchiveProvider(MemoryProvider):
             for turns in around:
                 if step < len(turns):
                     recall.take([(turns[step], ())])
-        chosen = recall.chosen
+        chosen, costs = recall.chosen, recall.costs
         if not chosen:
-            return "", 0
+            return "", 0, 0
         text = self._render_recall(chosen)
-        while chosen and count_text(text) > budget:  # joins and dates may cost more than counted
-            chosen.pop()
+        tokens = count_text(text)
+        # Joins, dates and estimated lines may come to more than was counted: the last chosen
+        # (the least relevant) go until the exact count fits, as many at once as the excess says.
+        while chosen and tokens > budget:
+            over = tokens - budget
+            while chosen and over > 0:
+                chosen.pop()
+                over -= costs.pop()
             text = self._render_recall(chosen)
-        return (text, len(chosen)) if chosen else ("", 0)
+            tokens = count_text(text)
+        return (text, len(chosen), tokens) if chosen else ("", 0, 0)
 
     def _render_recall(self, chosen: list[tuple[ArchivedMessage, tuple[str, ...], str]]) -> str:
         note = (
@@ -267,7 +296,9 @@ class ArchiveProvider(MemoryProvider):
 
     # -- summaries ----------------------------------------------------------------------------
 
-    def _summaries(self, key: str, ctx: AssemblyContext, budget: int) -> tuple[str, int]:
+    def _summaries(self, key: str, ctx: AssemblyContext, budget: int) -> tuple[str, int, int]:
+        """The ``<archive_summaries>`` element within ``budget``, how many documents it shows, and
+        its tokens; remembered per budget while the newest documents are the same."""
         scope = ctx.resolved_archive_scope()
         limit = max(_MIN_FETCH, min(_MAX_FETCH, budget // _TOKENS_PER_DOC_GUESS + 1))
         memo_key = (key, budget)
@@ -282,10 +313,11 @@ class ArchiveProvider(MemoryProvider):
             if len(chosen) < len(newest) or exhausted or limit >= _MAX_FETCH:
                 break
             limit = min(_MAX_FETCH, limit * 4)
-        result = ("", 0)
+        result = ("", 0, 0)
         if chosen:
             more = not exhausted or len(chosen) < len(newest)
-            result = (self._render(chosen, more=more), len(chosen))
+            text = self._render(chosen, more=more)
+            result = (text, len(chosen), count_text(text))
         self._memo.put(memo_key, (limit, newest), result)
         return result
 

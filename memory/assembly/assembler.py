@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory.assembly.archive import ArchiveProvider
-from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
+from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, elements_tokens
 from memory.assembly.core import CoreMemoryProvider
 from memory.assembly.governance import GovernancePolicy, GovernanceReport
 from memory.assembly.pruned import PrunedProvider
@@ -279,12 +279,13 @@ class ContextAssembler:
             section for provider in (*self._pipeline, *supplements) if (section := provider.provide(ctx)) is not None
         )
 
-        parts = [text for text in (instructions, *(s.text for s in sections)) if text]
-        system_text = SECTION_SEPARATOR.join(parts)
-        system_cost = self._counts.get(("system", session.key()), system_text)
-        if system_cost is None:
-            system_cost = MESSAGE_OVERHEAD + count_text(system_text) if system_text else 0
-            self._counts.put(("system", session.key()), system_text, system_cost)
+        # The system message's count from its parts' own: recall changes the archive section
+        # every turn, and counting the whole message again each time cost more than the recall.
+        shown = [(s.text, s.tokens) for s in sections if s.text]
+        system_text = SECTION_SEPARATOR.join(text for text in (instructions, *(text for text, _ in shown)) if text)
+        system_cost = 0
+        if instructions or shown:
+            system_cost = MESSAGE_OVERHEAD + elements_tokens(shown, separator=SECTION_SEPARATOR, head=instructions)
         budget = limit - system_cost - tool_cost - REPLY_PRIMING
         try:
             chosen = select(tail, budget=budget)

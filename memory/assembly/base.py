@@ -55,15 +55,27 @@ def joined_tokens(parts: Sequence[SectionPart]) -> int:
     count(">\n") - count(">"), whatever the elements hold. Parts that are not elements are
     counted joined, as they are.
     """
-    texts = [part.text for part in parts]
-    if not all(text.startswith("<") and text.endswith(">") for text in texts):
-        return count_text("\n".join(texts))
-    return sum(part.tokens for part in parts) + (len(parts) - 1) * _join_cost()
+    return elements_tokens([(part.text, part.tokens) for part in parts], separator="\n")
 
 
-@lru_cache(maxsize=1)
-def _join_cost() -> int:
-    return count_text(">\n") - count_text(">")
+def elements_tokens(counted: Sequence[tuple[str, int]], *, separator: str, head: str = "") -> int:
+    """Tokens of ``head`` (plain text, may be empty) and the texts of ``counted`` ((text, its
+    tokens) pairs) joined by ``separator``, a run of newlines: exact, for the reason
+    ``joined_tokens`` gives, when every text is an element ("<...>"). A head is counted with the
+    separator after it (newlines end the piece they follow, and "<" begins one). Anything else is
+    counted joined."""
+    texts = [text for text, _ in counted]
+    if separator.strip("\n") or not all(text.startswith("<") and text.endswith(">") for text in texts):
+        return count_text(separator.join([head, *texts] if head else texts))
+    if not counted:
+        return count_text(head)
+    total = sum(tokens for _, tokens in counted) + (len(counted) - 1) * _join_cost(separator)
+    return total + (count_text(head + separator) if head else 0)
+
+
+@lru_cache(maxsize=8)
+def _join_cost(separator: str = "\n") -> int:
+    return count_text(">" + separator) - count_text(">")
 
 
 @dataclass(frozen=True, slots=True)

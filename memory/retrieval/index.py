@@ -37,6 +37,7 @@ import numpy as np
 from memory.messages import KIND_COMPACT_SUMMARY, Message
 from memory.retrieval import text as analysis
 from memory.stores.base import ArchiveDocument
+from memory.tokens import MESSAGE_OVERHEAD
 
 # BM25 parameters: the usual defaults.
 K1 = 1.2
@@ -82,6 +83,21 @@ def message_text(message: Message) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def stored_text_tokens(message: Message) -> int | None:
+    """The tokens of ``message_text(message)`` from the count stored with the message, when that
+    count is of its content alone (and framing): no reasoning, name, tool call or call id."""
+    if (
+        message.tokens is None
+        or message.reasoning_content
+        or message.name
+        or message.tool_calls
+        or message.tool_call_id
+        or message.tokens < MESSAGE_OVERHEAD
+    ):
+        return None
+    return message.tokens - MESSAGE_OVERHEAD
+
+
 def searchable(message: Message) -> bool:
     return message.kind not in UNSEARCHED_KINDS and bool(message_text(message).strip())
 
@@ -100,6 +116,9 @@ class ArchivedMessage:
     text: str
     message_id: str
     document_title: str = ""
+    #: Tokens of ``text`` as counted when the message was stored (None: not known that way), so a
+    #: message recalled on many turns is not counted again on each.
+    text_tokens: int | None = None
 
     @property
     def handle(self) -> str:
@@ -233,6 +252,7 @@ class ScopeIndex:
                 text=message_text(message),
                 message_id=message.id,
                 document_title=document.title,
+                text_tokens=stored_text_tokens(message),
             )
             self.rows.append(archived)
             counts, length = analysis.term_counts(archived.text)
@@ -381,9 +401,11 @@ class ScopeIndex:
             stop = min(n, start + block)
             np.matmul(self._vectors[start:stop], query, out=similarities[start:stop])
         # The reading with the previous turn: (v + w p) . q / |v + w p|, from the same products.
-        previous = self._previous[:n]
-        with_previous = similarities[np.maximum(previous, 0)]
-        with_previous *= PREVIOUS_TURN_WEIGHT
+        # A row's previous turn is the row before it (``_previous``; a document's first row has
+        # none, and a scale of 0), so a shifted view reads it without gathering by index.
+        with_previous = np.empty_like(similarities)
+        with_previous[0] = 0.0
+        np.multiply(similarities[:-1], PREVIOUS_TURN_WEIGHT, out=with_previous[1:])
         with_previous += similarities
         with_previous *= self._context_scale[:n]
         np.maximum(similarities, with_previous, out=similarities)

@@ -6,11 +6,13 @@ import hashlib
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from asgiref.sync import sync_to_async
 
 from memory.assembly.alternation import SUMMARY_NOTED
 from memory.assembly.assembler import ContextAssembler, ContextOverflow, default_pipeline
-from memory.assembly.base import MemoryProvider, Section
+from memory.assembly.base import MemoryProvider, Section, elements_tokens
 from memory.assembly.governance import GovernancePolicy
 from memory.assembly.xml import element
 from memory.config import SUBAGENT_PRESET, MemoryConfig
@@ -19,7 +21,7 @@ from memory.hooks import ContextAssembled
 from memory.messages import KIND_COMPACT_SUMMARY, Message, ToolCall
 from memory.scopes import AgentScope, CompositeScope, UserScope
 from memory.stores.base import ArchiveDocument
-from memory.tokens import count_text
+from memory.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, count_text
 from memory.transcript import INTERRUPTED_RESULT, validate_transcript
 
 from .helpers import assistant, chain, new_session, parse, timed, user
@@ -116,6 +118,9 @@ def test_request_order_and_account(bundle, catalog, hooks, assembled_events):
     assert by_name["pruned catalog"].items == 4  # the evicted messages, not the live ones
     assert sum(a.tokens for a in context.account) + context.overhead_tokens == context.total_tokens
     assert 0 <= context.overhead_tokens <= 20
+    # The system message is counted from its sections' own counts: exactly what counting it whole says.
+    system_cost = context.total_tokens - by_name["tools"].tokens - by_name["messages"].tokens - REPLY_PRIMING
+    assert system_cost == MESSAGE_OVERHEAD + count_text(text)
     assert context.total_tokens <= FULL.context_window - context.reply_reserve
     assert assembled_events == [
         ContextAssembled(
@@ -297,3 +302,22 @@ def test_one_assembler_sees_every_change_between_turns(bundle, catalog):
     assert changed.messages[0]["content"].startswith("Be brief.")
     assert {a.name: a.tokens for a in changed.account}["tools"] == 0
     assert {a.name: a.tokens for a in changed.account}["system"] == count_text("Be brief.")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(max_size=60),
+    st.lists(st.text(max_size=40), max_size=4),
+    st.sampled_from(["\n", "\n\n", "\n\n\n"]),
+)
+def test_a_system_message_counts_as_its_parts_say(head, contents, separator):
+    """Instructions of any text, then sections (elements of any content), joined by newlines: the
+    count from the parts' own counts is the count of the whole."""
+    texts = [element("section", text) for text in contents]
+    counted = [(text, count_text(text)) for text in texts]
+    whole = separator.join([head, *texts] if head else texts)
+    assert elements_tokens(counted, separator=separator, head=head) == count_text(whole)
+    loose = [("not an element", count_text("not an element")), *counted]
+    assert elements_tokens(loose, separator=separator, head=head) == count_text(
+        separator.join([head, *(t for t, _ in loose)] if head else [t for t, _ in loose])
+    )
