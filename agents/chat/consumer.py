@@ -180,11 +180,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.outbox: asyncio.Queue = asyncio.Queue()
         await self.accept()
         self.sender = asyncio.create_task(self._send_loop(), name=f"chat-send-{conversation_id}")
+        self.warming = asyncio.create_task(self._warm_recall(), name=f"chat-warm-{conversation_id}")
         live = turns.registry.get(self.stream.session)
         if live is not None:
             self._watch(live)  # the page's sync (sent at every connect) shows the reply so far
         else:
             self.watcher = asyncio.create_task(self._follow_earlier_turn(), name=f"chat-follow-{conversation_id}")
+
+    async def _warm_recall(self) -> None:
+        """The user's archive index built while they read the page, not in their first turn."""
+        try:
+            await run_blocking(chat.warm_recall, conversation=self.conversation, agent=self.agent)
+        except Exception:  # the turn builds it again and reports what fails
+            logger.warning("could not prepare the archive index for %s", self.conversation.pk, exc_info=True)
 
     async def disconnect(self, code: int) -> None:
         for group in self._groups:
@@ -196,9 +204,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             sockets.limits.close_socket(self.user_id)
         # The turn goes on without this socket (agents.chat.turns): it only stops watching.
         self._unwatch()
-        watcher = getattr(self, "watcher", None)
-        if watcher is not None:
-            watcher.cancel()
+        for task in (getattr(self, "watcher", None), getattr(self, "warming", None)):
+            if task is not None:
+                task.cancel()  # a store call under way finishes on its thread, unawaited
         if self.sender is not None:
             self.sender.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

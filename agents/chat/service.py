@@ -312,6 +312,21 @@ class LastExchange:
     reason: str = ""
 
 
+def warm_recall(*, conversation: Conversation, agent) -> bool:
+    """Build the in-memory archive index that recall searches for the conversation's user and
+    agent, if this process has not yet (True when one was built or brought up to date). The
+    chat socket calls it as the page opens, so the first turn after a start does not wait for
+    the index (about 0.5 s at 10,000 archived messages, 6 s at 100,000)."""
+    if agent is None or not agent.memory_config.archive_enabled:
+        return False
+    retrieval = services().retrieval
+    scope = archive_scope_for(agent=conversation.agent, user_id=str(conversation.owner_id))
+    if retrieval.ready(scope):
+        return False
+    retrieval.indexed(scope)
+    return True
+
+
 def last_exchange(*, conversation: Conversation) -> LastExchange | None:
     """The conversation's last exchange (None: no user message in the live session's end)."""
     svc = services()

@@ -130,6 +130,13 @@ class Retrieval:
         with entry.lock:
             return entry.index.conversation(session)
 
+    def ready(self, scope: Scope) -> bool:
+        """Whether ``scope``'s index is in this process's memory (built; it may lag the store
+        until the next call brings it up to date). Reads nothing."""
+        with self._lock:
+            entry = self._entries.get(scope.key())
+        return entry is not None and entry.index.document_count > 0
+
     def indexed(self, scope: Scope) -> int:
         """How many messages of ``scope`` are searchable."""
         return len(self._synced(scope).index)
