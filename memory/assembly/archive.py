@@ -55,6 +55,9 @@ _MIN_RECALL_TOKENS = 48
 #: Fewer tokens than any recalled message's line takes ("1.1 user: x" takes six).
 _MIN_MESSAGE_TOKENS = 5
 _MAX_CHARS_PER_TOKEN = 16
+#: More tokens than characters times this is no count of the text (a character takes at most a
+#: few byte-level tokens).
+_MAX_TOKENS_PER_CHAR = 4
 #: What recall leaves to the summaries is rounded down to a multiple of this many tokens.
 SUMMARY_BUDGET_STEP = 32
 
@@ -117,8 +120,13 @@ def _line_tokens(message: ArchivedMessage, matched: tuple[str, ...]) -> int:
     handle and speaker's, so the dozens of messages weighed each turn are not all tokenized again
     (most are weighed and left out); others are rendered and counted. Tokens do not add up exactly
     across the join (a token or so either way): the render as a whole is counted exactly."""
-    known = message.text_tokens
-    if known is None or len(message.text) > RECALL_CHARS or _ESCAPED.search(message.text):
+    known, chars = message.text_tokens, len(message.text)
+    if (
+        known is None
+        or chars > RECALL_CHARS
+        or not chars // _MAX_CHARS_PER_TOKEN <= known <= _MAX_TOKENS_PER_CHAR * chars
+        or _ESCAPED.search(message.text)
+    ):  # not stored, cut, implausible for its length (an imported count), or escaped
         return count_text(_line(message, matched)) + 1
     return count_text(f"{message.handle} {_speaker(message)}:") + known + 1
 
@@ -262,8 +270,13 @@ class ArchiveProvider(MemoryProvider):
         text = self._render_recall(chosen)
         tokens = count_text(text)
         # Joins, dates and estimated lines may come to more than was counted: the last chosen
-        # (the least relevant) go until the exact count fits, as many at once as the excess says.
+        # (the least relevant) go until the exact count fits, as many at once as the excess says,
+        # by each line's exact count (an estimate that was short would let too many go).
+        exact = False
         while chosen and tokens > budget:
+            if not exact:
+                costs[:] = [count_text(line) + 1 for _, _, line in chosen]
+                exact = True
             over = tokens - budget
             while chosen and over > 0:
                 chosen.pop()

@@ -61,16 +61,22 @@ def joined_tokens(parts: Sequence[SectionPart]) -> int:
 def elements_tokens(counted: Sequence[tuple[str, int]], *, separator: str, head: str = "") -> int:
     """Tokens of ``head`` (plain text, may be empty) and the texts of ``counted`` ((text, its
     tokens) pairs) joined by ``separator``, a run of newlines: exact, for the reason
-    ``joined_tokens`` gives, when every text is an element ("<...>"). A head is counted with the
-    separator after it (newlines end the piece they follow, and "<" begins one). Anything else is
-    counted joined."""
+    ``joined_tokens`` gives, when every text is an element ("<...>") closed after a letter or
+    digit. A head is counted with the separator after it (newlines end the piece they follow, and
+    "<" begins one). Anything else is counted joined."""
     texts = [text for text, _ in counted]
-    if separator.strip("\n") or not all(text.startswith("<") and text.endswith(">") for text in texts):
+    if separator.strip("\n") or not all(_closes_plainly(text) for text in texts):
         return count_text(separator.join([head, *texts] if head else texts))
     if not counted:
         return count_text(head)
     total = sum(tokens for _, tokens in counted) + (len(counted) - 1) * _join_cost(separator)
     return total + (count_text(head + separator) if head else 0)
+
+
+def _closes_plainly(text: str) -> bool:
+    """An element whose closing ">" follows a letter or digit: "_>" or "->" would be one piece
+    with the newline after it, and the join would cost another count."""
+    return len(text) > 2 and text[0] == "<" and text[-1] == ">" and text[-2].isascii() and text[-2].isalnum()
 
 
 @lru_cache(maxsize=8)

@@ -130,6 +130,36 @@ def test_the_section_stays_within_its_budget_and_recall_within_its_share(bundle,
         assert count_text(recall) <= int(budget * RECALL_SHARE)
 
 
+@pytest.mark.parametrize("stored", ["counted", "zero", "three", "huge"])
+def test_stored_counts_of_any_kind_neither_break_the_budget_nor_empty_the_recall(bundle, retrieval, stored):
+    """Recall weighs a message by the count stored with it (counted when it was appended): a count
+    that is missing, or wrong (an imported archive may carry anything), is counted again, and the
+    section stays within its budget with about as many lines as with no stored counts at all."""
+    from dataclasses import replace
+
+    def with_stored(message: Message, kind: str) -> Message:
+        exact = count_text(message.content) + 3
+        value = {"counted": exact, "none": None, "zero": 0, "three": 3, "huge": 50 * exact}[kind]
+        return replace(message, tokens=value)
+
+    for i in range(12):
+        text = (f"Lousa trip {i}: we hiked along the ridge, the river below, the huts half empty, "
+                f"and camped for {i} nights under the chestnut trees by the old mill. ") * 3
+        document = conversation(f"c{i}", text, "Sounds like a lovely hike.", start=MAY + timedelta(days=i))
+        for scope, kind in ((ARCHIVE, stored), (OTHER, "none")):  # the same words, counted or not
+            bundle.archive.put(scope, replace(document, messages=tuple(with_stored(m, kind) for m in document.messages)))
+    for budget in (400, 800, 1600):
+        shown = {}
+        for user in ("42", "43"):
+            found = section(bundle, retrieval, "the Lousa ridge hike", budget=budget, user=user)
+            assert found.tokens == count_text(found.text) <= budget
+            recall = recall_part(found.text)
+            assert count_text(recall) <= int(budget * RECALL_SHARE)
+            shown[user] = len(recall_lines(recall))
+        assert shown["43"] >= 1
+        assert shown["42"] >= shown["43"] - 1, (stored, budget, shown)  # a wrong count costs a line at most
+
+
 def test_another_users_archive_is_never_recalled(bundle, retrieval):
     bundle.archive.put(OTHER, conversation("b1", "My bank PIN is 4417, keep it secret.", "I will."))
     bundle.archive.put(ARCHIVE, conversation("a1", "I like hiking.", "Me too."))
