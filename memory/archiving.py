@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from memory.locks import LeaseBusy, acquire_lease, default_holder, release_lease
 from memory.messages import KIND_COMPACT_SUMMARY, Message, storable_message, utcnow
 from memory.retrieval.embeddings import Embedder, EmbeddingUnavailable, encode
-from memory.retrieval.index import message_text, searchable
+from memory.retrieval.messages import message_text, searchable
 from memory.scopes import Scope, SessionScope
 from memory.stores.base import ArchiveDocument, ConcurrentChange, Fence, MemoryStoreBundle
 from memory.text import storable

@@ -106,6 +106,29 @@ def message_tokens(message: Message) -> int:
     return message.tokens if message.tokens is not None else compute_message_tokens(message)
 
 
+#: What a count of a text of n characters can be: people's writing takes a token per 2-8
+#: characters, long runs of one character up to about 16; a character is at most a few
+#: byte-level tokens.
+MAX_CHARS_PER_TOKEN = 16
+MAX_TOKENS_PER_CHAR = 4
+
+
+def content_tokens(message: Message) -> int | None:
+    """The tokens of ``message.content`` from its stored count, without counting again: None when
+    the count covers more than the content (reasoning, a name, tool calls) or was never made, or
+    cannot be a count of that text (an imported message may carry any number)."""
+    if (
+        message.tokens is None
+        or message.reasoning_content
+        or message.name
+        or message.tool_calls
+        or message.tool_call_id
+    ):
+        return None
+    known, chars = message.tokens - MESSAGE_OVERHEAD, len(message.content or "")
+    return known if chars // MAX_CHARS_PER_TOKEN <= known <= MAX_TOKENS_PER_CHAR * chars else None
+
+
 def with_tokens(message: Message) -> Message:
     """The message with ``tokens`` filled in (the same object if it already has a count)."""
     if message.tokens is not None:

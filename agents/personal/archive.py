@@ -49,7 +49,7 @@ from memory.core_memory import MEMORY, USER, CoreMemoryConflict, CoreMemoryDisab
 from memory.dream import LEASE_NAME as DREAM_LEASE
 from memory.locks import Lease, LeaseBusy, acquire_lease, default_holder, release_lease
 from memory.highlight import MAX_QUERY_CHARS, excerpt, highlight, query_words
-from memory.retrieval.index import ArchivedMessage
+from memory.retrieval.messages import ArchivedMessage
 from memory.scopes import AgentScope, InvalidScopeId, Scope, SessionScope
 from memory.stores.base import ArchiveDocument, ConcurrentChange, VersionConflict
 

@@ -178,7 +178,7 @@ class _Archiver:
 
 
 def _searchable_texts(bundle, scope) -> list[str]:
-    from memory.retrieval.index import message_text, searchable
+    from memory.retrieval.messages import message_text, searchable
 
     return [message_text(m) for d in bundle.archive.list(scope) for m in d.messages if searchable(m) and m.seq is not None]
 

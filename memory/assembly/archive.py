@@ -28,11 +28,11 @@ from datetime import datetime
 from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, SectionPart, joined_tokens
 from memory.assembly.xml import element, escape_text, wrap
 from memory.compression.dates import day
-from memory.retrieval.index import ArchivedMessage
+from memory.retrieval.messages import ArchivedMessage
 from memory.retrieval.service import Retrieval
 from memory.stores import textsearch
 from memory.stores.base import ArchiveDocument
-from memory.tokens import count_text, truncate_text
+from memory.tokens import MAX_CHARS_PER_TOKEN, count_text, truncate_text
 
 TAG = "archive_summaries"
 RECALL_TAG = "archive_recall"
@@ -54,10 +54,6 @@ RECALL_CHARS = 700
 _MIN_RECALL_TOKENS = 48
 #: Fewer tokens than any recalled message's line takes ("1.1 user: x" takes six).
 _MIN_MESSAGE_TOKENS = 5
-_MAX_CHARS_PER_TOKEN = 16
-#: More tokens than characters times this is no count of the text (a character takes at most a
-#: few byte-level tokens).
-_MAX_TOKENS_PER_CHAR = 4
 #: What recall leaves to the summaries is rounded down to a multiple of this many tokens.
 SUMMARY_BUDGET_STEP = 32
 
@@ -120,14 +116,9 @@ def _line_tokens(message: ArchivedMessage, matched: tuple[str, ...]) -> int:
     handle and speaker's, so the dozens of messages weighed each turn are not all tokenized again
     (most are weighed and left out); others are rendered and counted. Tokens do not add up exactly
     across the join (a token or so either way): the render as a whole is counted exactly."""
-    known, chars = message.text_tokens, len(message.text)
-    if (
-        known is None
-        or chars > RECALL_CHARS
-        or not chars // _MAX_CHARS_PER_TOKEN <= known <= _MAX_TOKENS_PER_CHAR * chars
-        or _ESCAPED.search(message.text)
-    ):  # not stored, cut, implausible for its length (an imported count), or escaped
-        return count_text(_line(message, matched)) + 1
+    known = message.text_tokens
+    if known is None or len(message.text) > RECALL_CHARS or _ESCAPED.search(message.text):
+        return count_text(_line(message, matched)) + 1  # not known, cut, or escaped
     return count_text(f"{message.handle} {_speaker(message)}:") + known + 1
 
 
@@ -135,7 +126,7 @@ def _least_tokens(message: ArchivedMessage) -> int:
     """Fewer tokens than its shown text takes, for anything people write (a token per 2-8
     characters). Only long runs of one character (a line of dashes) pack more per token: such a
     message is at worst left out when little room is left, never let over the budget."""
-    return min(len(message.text), RECALL_CHARS) // _MAX_CHARS_PER_TOKEN
+    return min(len(message.text), RECALL_CHARS) // MAX_CHARS_PER_TOKEN
 
 
 class _Recall:

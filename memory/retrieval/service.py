@@ -30,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from memory.retrieval.embeddings import Embedder, EmbeddingUnavailable, decode
-from memory.retrieval.index import ArchivedMessage, MessageHit, ScopeIndex
+from memory.retrieval.index import ScopeIndex
+from memory.retrieval.messages import ArchivedMessage, MessageHit
 from memory.retrieval.text import without_names
 from memory.scopes import Scope
 from memory.stores.base import ArchiveDocument, ArchiveStore

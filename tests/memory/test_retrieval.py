@@ -11,7 +11,7 @@ import pytest
 from memory.messages import Message
 from memory.retrieval import text as analysis
 from memory.retrieval.embeddings import WordLlamaEmbedder, encode
-from memory.retrieval.index import InvalidHandle, parse_handle
+from memory.retrieval.messages import InvalidHandle, parse_handle
 from memory.retrieval.service import Retrieval
 from memory.scopes import AgentScope, CompositeScope, UserScope
 from memory.stores.base import ArchiveDocument

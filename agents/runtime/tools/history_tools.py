@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 
 from agents.runtime.tools.base import Tool, ToolError
 from memory.assembly.archive import excerpt
-from memory.retrieval.index import ArchivedMessage, InvalidHandle
+from memory.retrieval.messages import ArchivedMessage, InvalidHandle
 from memory.scopes import AgentScope, CompositeScope, UserScope
 from memory.threads import run_blocking
 

@@ -84,7 +84,7 @@ async def test_an_agent_without_the_archive_builds_nothing(chat_bot, make_runtim
     scope = archive_scope_for(agent="default", user_id=str(owner.pk))
     await sync_to_async(runtime.services.bundle.archive.put)(scope, archived(SAILING))
     conversation = await sync_to_async(chat.create_conversation)(user=owner, agent="default")
-    agent = await sync_to_async(chat_agent)(conversation)
+    agent = await sync_to_async(chat.resolve_agent)(conversation.agent)
     assert await sync_to_async(chat.warm_recall)(conversation=conversation, agent=agent) is False
     comm = await connected(conversation, owner)
     await send(comm, "hello")
@@ -92,8 +92,3 @@ async def test_an_agent_without_the_archive_builds_nothing(chat_bot, make_runtim
     await comm.disconnect()
     assert not runtime.services.retrieval.ready(scope)  # the archive is off: no index, no recall
 
-
-def chat_agent(conversation):
-    from agents.chat.consumer import _agent_or_none
-
-    return _agent_or_none(conversation.agent)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from memory.assembly.archive import RECALL_SHARE, RECALL_TAG, TAG, ArchiveProvider, recall_lines
 from memory.config import MemoryConfig
 from memory.messages import Message
-from memory.retrieval.index import parse_handle
+from memory.retrieval.messages import parse_handle
 from memory.retrieval.service import Retrieval
 from memory.scopes import AgentScope, CompositeScope, SessionScope, UserScope
 from memory.stores.base import ArchiveDocument
