@@ -54,6 +54,9 @@ RECALL_CHARS = 700
 _MIN_RECALL_TOKENS = 48
 #: Fewer tokens than any recalled message's line takes ("1.1 user: x" takes six).
 _MIN_MESSAGE_TOKENS = 5
+#: Conversations whose tags' count the provider remembers across turns (the same conversations
+#: come back turn after turn; counting their tags again was a fifth of recall's own work).
+_TAG_COUNTS_KEPT = 4096
 #: What recall leaves to the summaries is rounded down to a multiple of this many tokens.
 SUMMARY_BUDGET_STEP = 32
 
@@ -133,8 +136,9 @@ class _Recall:
     """The messages recall has chosen so far, best first, each rendered without a date of its own,
     and the tokens they take."""
 
-    def __init__(self, budget: int, *, used: int) -> None:
+    def __init__(self, budget: int, *, used: int, tag_counts: dict[tuple[str | None, str], int]) -> None:
         self.budget, self.used = budget, used
+        self._tag_counts = tag_counts  # (title, day) -> tokens of a conversation's tags, across turns
         self.chosen: list[tuple[ArchivedMessage, tuple[str, ...], str]] = []
         self.costs: list[int] = []  # each chosen line's tokens (``_line_tokens``)
         self.shown: set[str] = set()
@@ -170,8 +174,14 @@ class _Recall:
     def _tags(self, message: ArchivedMessage) -> int:
         known = self._tag_tokens.get(message.session)
         if known is None:
-            attrs = {"title": message.document_title or None, "date": day(message.created_at)}
-            known = self._tag_tokens[message.session] = count_text(wrap("conversation", ["x"], attrs=attrs)) + 1
+            key = (message.document_title or None, day(message.created_at))
+            known = self._tag_counts.get(key)
+            if known is None:
+                if len(self._tag_counts) >= _TAG_COUNTS_KEPT:
+                    self._tag_counts.clear()
+                attrs = {"title": key[0], "date": key[1]}
+                known = self._tag_counts[key] = count_text(wrap("conversation", ["x"], attrs=attrs)) + 1
+            self._tag_tokens[message.session] = known
         return known
 
 
@@ -197,6 +207,7 @@ class ArchiveProvider(MemoryProvider):
         self._recall_limit = recall_limit
         # (scope, budget) -> the summaries' part, while the documents listed are the same.
         self._memo = RenderMemo()
+        self._tag_counts: dict[tuple[str | None, str], int] = {}
 
     def provide(self, ctx: AssemblyContext) -> Section | None:
         if not ctx.config.archive_enabled:
@@ -245,7 +256,7 @@ class ArchiveProvider(MemoryProvider):
         )
         if not hits:
             return "", 0, 0
-        recall = _Recall(budget, used=count_text(self._render_recall([])))
+        recall = _Recall(budget, used=count_text(self._render_recall([])), tag_counts=self._tag_counts)
         # Best first, while they fit: each hit with the other half of its exchange; then, round
         # by round with the room left, the turns around each hit, nearest first.
         for hit in hits:

@@ -20,12 +20,19 @@ _ILLEGAL_XML_CHARS = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 _WHITESPACE = re.compile(r"\s+")
 
-_TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+# Replaced one after another, "&" first (so no entity is escaped twice): str.replace runs ten
+# times faster than str.translate with a mapping, and escaping runs on every recalled line.
+_TEXT_ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
 # Attribute values also escape quotes, and whitespace controls so a parser's attribute-value
 # normalisation does not silently turn a newline into a space.
-_ATTR_ESCAPES = str.maketrans(
-    {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&apos;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
-)
+_ATTR_ESCAPES = (*_TEXT_ESCAPES, ('"', "&quot;"), ("'", "&apos;"), ("\n", "&#10;"), ("\r", "&#13;"), ("\t", "&#9;"))
+
+
+def _replace_all(text: str, escapes: tuple[tuple[str, str], ...]) -> str:
+    for char, entity in escapes:
+        if char in text:
+            text = text.replace(char, entity)
+    return text
 
 
 def strip_illegal(text: str) -> str:
@@ -35,12 +42,12 @@ def strip_illegal(text: str) -> str:
 
 def escape_text(text: str | None) -> str:
     """``text`` made safe as XML character data."""
-    return strip_illegal(text or "").translate(_TEXT_ESCAPES)
+    return _replace_all(strip_illegal(text or ""), _TEXT_ESCAPES)
 
 
 def escape_attr(value: object) -> str:
     """``value`` (as ``str``) made safe inside a double- or single-quoted attribute value."""
-    return strip_illegal(str(value)).translate(_ATTR_ESCAPES)
+    return _replace_all(strip_illegal(str(value)), _ATTR_ESCAPES)
 
 
 def check_name(name: str) -> str:

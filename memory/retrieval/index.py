@@ -90,7 +90,11 @@ class ScopeIndex:
         self._total_length = 0
         self._postings: dict[str, _Postings] = {}
         self._vocabulary: list[str] | None = None
-        self._vectors = np.zeros((0, dimensions or 0), dtype=np.float32)
+        # Column-major: a dimension's values for consecutive rows lie together, so the product
+        # with a query runs down long columns (OpenBLAS's fast gemv kernel) instead of taking a
+        # 64-value dot product per row: 2-3x faster at 100,000 rows (0.7 ms against 2.2 on one
+        # thread, benchmarks workload 8).
+        self._vectors = np.zeros((0, dimensions or 0), dtype=np.float32, order="F")
         # Per row: the previous row of its document (-1: none), and 1 / |v + w * v_previous|
         # (0: no second reading), for the reading with the previous turn.
         self._previous = np.zeros(0, dtype=np.int64)
@@ -181,7 +185,7 @@ class ScopeIndex:
         needed = start + len(block)
         if needed > self._vectors.shape[0]:
             capacity = max(needed, 2 * self._vectors.shape[0], 256)
-            grown = np.zeros((capacity, self.dimensions or 0), dtype=np.float32)
+            grown = np.zeros((capacity, self.dimensions or 0), dtype=np.float32, order="F")
             grown[:start] = self._vectors[:start]
             self._vectors = grown
             previous = np.full(capacity, -1, dtype=np.int64)

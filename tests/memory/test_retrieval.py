@@ -244,6 +244,33 @@ def test_vector_search_over_many_blocks_matches_the_plain_product():
     assert np.allclose(np.sort(similarities)[::-1], np.sort(expected)[::-1][: len(found)], atol=1e-6)
 
 
+def test_vectors_added_document_by_document_read_as_one_matrix():
+    """The vectors are kept column by column in an array that grows as documents arrive; after
+    many growths (and a document whose vectors came later) every row still reads as its own."""
+    from memory.retrieval.index import ScopeIndex
+
+    dims, rng = 16, np.random.default_rng(9)
+    index = ScopeIndex(dimensions=dims)
+    expected = []
+    for d in range(40):
+        count = int(rng.integers(1, 60))
+        vectors = rng.standard_normal((count, dims)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        messages = tuple(Message(role="user", content=f"d{d} m{i}", created_at=DAY).with_seq(i + 1) for i in range(count))
+        late = d == 7  # archived before vectors existed: embedded afterwards
+        index.add_document(ArchiveDocument(session=f"session:{d}", summary="", messages=messages), None if late else vectors)
+        if late:
+            missing = index.missing_vectors()
+            assert len(missing) == count
+            index.set_vectors(missing, vectors)
+        expected.append(vectors)
+    matrix = np.concatenate(expected)
+    assert index.missing_vectors() == []
+    for row in rng.integers(0, len(matrix), 25).tolist():
+        found, similarities = index.nearest(matrix[row], min_similarity=0.999)
+        assert row in found.tolist() and similarities[0] >= 0.999
+
+
 def test_bm25_says_which_query_words_each_candidate_matched():
     """The words each ranked message matched, found by binary search in the posting lists, are
     exactly the query words (or the words they begin) among the message's own terms."""
