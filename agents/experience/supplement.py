@@ -18,6 +18,8 @@ the supplement. Storage is ``agents.experience.store``.
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -31,8 +33,9 @@ from agents.experience.store import (
 )
 from agents.runtime.supplements import Supplement, register_supplement
 from agents.runtime.tools.base import Tool, ToolError
-from memory.assembly.base import AssemblyContext, MemoryProvider, Section
+from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section
 from memory.assembly.xml import element, wrap
+from memory.stores.base import KVStore
 from memory.tokens import count_text
 
 if TYPE_CHECKING:
@@ -121,9 +124,34 @@ class ExperienceTool(Tool):
 # -- the context section ----------------------------------------------------------------------
 
 
+#: Per store: what each conversation's context showed of its lessons (see ExperienceProvider).
+_shown: weakref.WeakKeyDictionary[KVStore, RenderMemo] = weakref.WeakKeyDictionary()
+_shown_lock = threading.Lock()
+_NOTHING_YET = object()
+
+
+def _shown_by(kv: KVStore) -> RenderMemo:
+    with _shown_lock:
+        memo = _shown.get(kv)
+        if memo is None:
+            memo = _shown[kv] = RenderMemo(4096)
+        return memo
+
+
 class ExperienceProvider(MemoryProvider):
     """``<available_experiences>``: each of the turn's user's lessons (name and description), newest first, within
-    ``budget_tokens``; the agent reads a full lesson with the ``experience`` tool."""
+    ``budget_tokens``; the agent reads a full lesson with the ``experience`` tool.
+
+    A conversation lists the lessons that existed when its context last began: a lesson the
+    reviewer writes during a conversation (it reviews each run in the background) is listed from
+    the next conversation on, or once this one's context begins anew (a cleanup, or a window that
+    slid past its first message). The list sits ahead of the conversation in the system message,
+    so a lesson listed mid-conversation made a prefix-caching server (llama.cpp, vLLM, a hosted
+    API's prompt cache) read the whole conversation again: up to ten seconds for a small local
+    model (benchmarks/results/real_model.md). The run a lesson was learned from is in that
+    conversation already; the lesson is for the next. A listed lesson that is gone (deleted) leaves
+    the list at once, and the ``experience`` tool always reads the lessons as they are now.
+    """
 
     name = SECTION_NAME
 
@@ -134,8 +162,21 @@ class ExperienceProvider(MemoryProvider):
         if ctx.config.is_subagent or not ctx.config.experience_enabled or ctx.user is None:
             return None  # no user, no lessons: lessons are per user
         files = ExperienceStore(kv=ctx.stores.kv, agent=ctx.agent, user=ctx.user).list()
-        if not files:
-            return None
+        memo = _shown_by(ctx.stores.kv)
+        key = (ctx.agent, ctx.user, ctx.session.key(), self._budget)
+        # The conversation's context begins at its first live message (the oldest it sends).
+        began = ctx.first_live_seq
+        shown = memo.get(key, began, _NOTHING_YET)
+        if shown is not _NOTHING_YET:
+            section, listed = shown
+            if listed <= {file.slug for file in files}:
+                return section
+        section, listed = self._listing(files)
+        memo.put(key, began, (section, listed))
+        return section
+
+    def _listing(self, files: list[ExperienceFile]) -> tuple[Section | None, frozenset[str]]:
+        """The section listing the newest of ``files`` that fit, and the slugs it lists."""
         chosen: list[str] = []
         for file in files:
             entry = element(
@@ -145,9 +186,10 @@ class ExperienceProvider(MemoryProvider):
                 break
             chosen.append(entry)
         if not chosen:
-            return None
+            return None, frozenset()
         text = self._render(chosen, more=len(chosen) < len(files))
-        return Section.of(name=SECTION_NAME, tag=TAG, text=text, items=len(chosen))
+        listed = frozenset(file.slug for file in files[: len(chosen)])
+        return Section.of(name=SECTION_NAME, tag=TAG, text=text, items=len(chosen)), listed
 
     @staticmethod
     def _render(entries: list[str], *, more: bool) -> str:

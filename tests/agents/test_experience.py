@@ -67,7 +67,7 @@ def reviews():
     return queued("review_experience")
 
 
-async def test_a_tool_error_becomes_a_lesson_listed_on_the_next_run(tmp_path, backend):
+async def test_a_tool_error_becomes_a_lesson_listed_from_the_next_conversation(tmp_path, backend):
     runtime, services, env, model, agent = setup(tmp_path, backend)
     session = SessionScope("exp1")
     events = await turn(runtime, agent, session, FAILING)
@@ -102,7 +102,13 @@ async def test_a_tool_error_becomes_a_lesson_listed_on_the_next_run(tmp_path, ba
     # the reviewer's scratch session is gone
     assert not [k for k in await off_loop(services.bundle.kv.list, SessionScope(f"exp1.review-{final.id[:24]}"))]
 
+    # The conversation it was learned from goes on as its context began (the failure is in it
+    # already, and a list that changed ahead of it would make a prefix cache read it all again);
+    # the next conversation lists the lesson.
     await turn(runtime, agent, session, "Hello again")
+    system = model.requests_with_tool("experience")[-1]["messages"][0]["content"]
+    assert "<available_experiences>" not in system
+    await turn(runtime, agent, SessionScope("exp2"), "Hello again")
     system = model.requests_with_tool("experience")[-1]["messages"][0]["content"]
     section = system.split("<available_experiences>")[1].split("</available_experiences>")[0]
     assert 'name="calling-pruned-lookup"' in section and "What to check before calling pruned_lookup" in section
@@ -276,6 +282,34 @@ def test_the_section_fits_its_budget_and_escapes(bundle):
     assert ExperienceProvider().provide(other) is None  # lessons are per agent
     assert ExperienceProvider().provide(replace(ctx, user="8")) is None  # and per user
     assert ExperienceProvider().provide(replace(ctx, user=None)) is None
+
+
+def test_a_conversation_lists_the_lessons_of_when_its_context_began(bundle):
+    """A lesson written during a conversation is listed once the conversation's context begins
+    anew (its first live message changed: a cleanup, a window that slid) or in another
+    conversation; until then the list it showed stays word for word, so a prefix-caching server
+    reads only the new turns. A listed lesson that is deleted leaves the list at once."""
+    store = ExperienceStore(kv=bundle.kv, agent="default", user="7")
+    config = MemoryConfig(experience_enabled=True)
+    ctx = AssemblyContext(session=SessionScope("c1"), config=config, stores=bundle, agent="default", user="7",
+                          first_live_seq=1)
+    provider = ExperienceProvider()
+    assert provider.provide(ctx) is None  # nothing learned yet
+    store.create(name="Calling the todo tool", description="Check the item first", body="b")
+    assert provider.provide(ctx) is None  # this conversation goes on as it began
+    assert ExperienceProvider().provide(ctx) is None  # whichever provider object assembles it
+    other = ExperienceProvider().provide(replace(ctx, session=SessionScope("c2")))
+    assert other is not None and 'name="calling-the-todo-tool"' in other.text
+    began_anew = ExperienceProvider().provide(replace(ctx, first_live_seq=9))  # after a cleanup
+    assert began_anew is not None and began_anew.text == other.text
+    # From there, the list stays as it was while more is learned...
+    store.create(name="Reading pruned messages", description="Look them up by number", body="b")
+    later = provider.provide(replace(ctx, first_live_seq=9))
+    assert later.text == began_anew.text and "reading-pruned-messages" not in later.text
+    # ...and a lesson taken away leaves it on the next turn.
+    bundle.kv.delete(store.scope, "experience.calling-the-todo-tool.md")  # an operator removes it
+    after = provider.provide(replace(ctx, first_live_seq=9))
+    assert after is not None and "calling-the-todo-tool" not in after.text and "reading-pruned-messages" in after.text
 
 
 def test_the_run_is_rendered_with_errors_marked_and_escaped():
