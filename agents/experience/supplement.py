@@ -144,13 +144,19 @@ class ExperienceProvider(MemoryProvider):
 
     A conversation lists the lessons that existed when its context last began: a lesson the
     reviewer writes during a conversation (it reviews each run in the background) is listed from
-    the next conversation on, or once this one's context begins anew (a cleanup, or a window that
-    slid past its first message). The list sits ahead of the conversation in the system message,
-    so a lesson listed mid-conversation made a prefix-caching server (llama.cpp, vLLM, a hosted
-    API's prompt cache) read the whole conversation again: up to ten seconds for a small local
-    model (benchmarks/results/real_model.md). The run a lesson was learned from is in that
-    conversation already; the lesson is for the next. A listed lesson that is gone (deleted) leaves
-    the list at once, and the ``experience`` tool always reads the lessons as they are now.
+    the next conversation on, or once this one's context begins anew (after a cleanup, or when
+    the first message read changes). The list sits ahead of the conversation in the system
+    message, so a lesson listed mid-conversation made a prefix-caching server (llama.cpp, vLLM, a
+    hosted API's prompt cache) read the whole conversation again: up to ten seconds for a small
+    local model (benchmarks/results/real_model.md). The run a lesson was learned from is in that
+    conversation already; the lesson is for the next.
+
+    What a conversation listed is kept in this process's memory, per store, agent, user and
+    conversation: a turn served by another process (a reconnect to another daphne worker, a
+    restart) may list them as they are there and then, and the server reads that conversation
+    again, as before for every new lesson. A listed lesson that is gone (deleted) leaves the list
+    on the next turn; one edited meanwhile keeps its listed description until the context begins
+    anew, and the ``experience`` tool always reads the lessons as they are now.
     """
 
     name = SECTION_NAME

@@ -312,6 +312,27 @@ def test_a_conversation_lists_the_lessons_of_when_its_context_began(bundle):
     assert after is not None and "calling-the-todo-tool" not in after.text and "reading-pruned-messages" in after.text
 
 
+def test_what_a_conversation_listed_is_kept_per_user_and_agent(bundle):
+    """Two users (or two agents) in conversations of the same name, each with a lesson of the
+    same name: each context lists its own user's lesson, turn after turn."""
+    config = MemoryConfig(experience_enabled=True)
+    ctx = AssemblyContext(session=SessionScope("same"), config=config, stores=bundle, agent="default", user="7",
+                          first_live_seq=1)
+    for agent, user, words in (("default", "7", "Seven's private words"), ("default", "8", "Eight's own words"),
+                               ("other", "7", "the other agent's words")):
+        ExperienceStore(kv=bundle.kv, agent=agent, user=user).create(name="Calling todo", description=words, body="b")
+    provider = ExperienceProvider()
+    for _ in range(2):
+        seven = provider.provide(ctx)
+        eight = provider.provide(replace(ctx, user="8"))
+        other = provider.provide(replace(ctx, agent="other"))
+        assert "Seven's private words" in seven.text and "Eight" not in seven.text and "other agent" not in seven.text
+        assert "Eight's own words" in eight.text and "Seven" not in eight.text
+        assert "the other agent's words" in other.text and "Seven" not in other.text
+    smaller = ExperienceProvider(budget_tokens=20).provide(ctx)  # a budget too small for any lesson
+    assert smaller is None and provider.provide(ctx).text == seven.text
+
+
 def test_the_run_is_rendered_with_errors_marked_and_escaped():
     calls = (ToolCall("c1", "todo", '{"action": "add"}'),)
     run = [
