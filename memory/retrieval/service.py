@@ -199,7 +199,7 @@ class Retrieval:
         for document in documents:
             index.add_document(document, stored.get(document.id))
         if self.embedder is not None and self.local_embedding:
-            missing = [row for row in index.missing_vectors() if row >= first_new]
+            missing = index.missing_vectors(first_new)
             if missing:
                 try:
                     vectors = self.embedder.embed([index.rows[row].text for row in missing])

@@ -261,7 +261,8 @@ def test_vectors_added_document_by_document_read_as_one_matrix():
         index.add_document(ArchiveDocument(session=f"session:{d}", summary="", messages=messages), None if late else vectors)
         if late:
             missing = index.missing_vectors()
-            assert len(missing) == count
+            assert len(missing) == count and index.missing_vectors(missing[0]) == missing
+            assert index.missing_vectors(missing[-1] + 1) == [] and index.missing_vectors(len(index) + 5) == []
             index.set_vectors(missing, vectors)
         expected.append(vectors)
     matrix = np.concatenate(expected)
