@@ -85,8 +85,10 @@ class ScopeIndex:
         self.rows: list[ArchivedMessage] = []
         self.document_count = 0
         self.last_document_seq = 0
-        self._lengths: list[int] = []
-        self._lengths_array: np.ndarray | None = None
+        # Each row's length in terms, in an array grown by doubling (rows [0, len(rows)) are
+        # meaningful): BM25 reads it on every search, and making it anew from a list after each
+        # document arrival took 4 ms at 100,000 messages.
+        self._lengths = np.zeros(0, dtype=np.float32)
         self._total_length = 0
         self._postings: dict[str, _Postings] = {}
         self._vocabulary: list[str] | None = None
@@ -115,6 +117,7 @@ class ScopeIndex:
         if vectors is not None and (vectors.ndim != 2 or vectors.shape[0] != len(document.messages)):
             vectors = None  # stored for another version of the document: treat as missing
         added: list[int] = []
+        lengths: list[int] = []
         for position, message in enumerate(document.messages):
             if not searchable(message) or message.seq is None:
                 continue
@@ -134,17 +137,24 @@ class ScopeIndex:
             )
             self.rows.append(archived)
             counts, length = analysis.term_counts(archived.text)
-            self._lengths.append(length)
+            lengths.append(length)
             self._total_length += length
             for term, count in counts.items():
                 postings = self._postings.get(term)
                 if postings is None:
                     postings = self._postings[term] = _Postings()
-                    self._vocabulary = None
+                    if self._vocabulary is not None:  # kept sorted: sorting it all again took ms
+                        bisect.insort(self._vocabulary, term)
                 postings.add(row, count)
             bisect.insort(self._sessions.setdefault(document.session, []), (message.seq, row))
             added.append(position)
-        self._lengths_array = None
+        if lengths:
+            start = len(self.rows) - len(lengths)
+            if len(self.rows) > self._lengths.shape[0]:
+                grown = np.zeros(max(len(self.rows), 2 * self._lengths.shape[0], 256), dtype=np.float32)
+                grown[:start] = self._lengths[:start]
+                self._lengths = grown
+            self._lengths[start : len(self.rows)] = lengths
         if self.dimensions and added:
             block = np.zeros((len(added), self.dimensions), dtype=np.float32)
             if vectors is not None and vectors.shape[1] == self.dimensions:
@@ -204,9 +214,7 @@ class ScopeIndex:
         return len(self.rows)
 
     def _lengths_np(self) -> np.ndarray:
-        if self._lengths_array is None:
-            self._lengths_array = np.asarray(self._lengths, dtype=np.float32)
-        return self._lengths_array
+        return self._lengths[: len(self.rows)]
 
     def _expand(self, term: str, word: str) -> list[str]:
         """``term`` itself when the scope holds it, else the scope's terms the typed word begins."""

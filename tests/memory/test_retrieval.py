@@ -295,6 +295,34 @@ def test_bm25_says_which_query_words_each_candidate_matched():
             assert matched[row] == expected, (query, index.rows[row].text)
 
 
+def test_what_is_indexed_as_documents_arrive_scores_as_if_indexed_at_once():
+    """Term lengths and the vocabulary grow with each document (kept, not rebuilt per arrival):
+    scores and prefix matches after many arrivals equal those of an index built in one go."""
+    from memory.retrieval.index import ScopeIndex
+
+    words = ["kayak", "kayaking", "lantern", "harbour", "harbourmaster", "ferry", "cello", "porto", "garden"]
+    rng = np.random.default_rng(3)
+    docs = [
+        document(f"session:{d}", *(" ".join(rng.choice(words, size=int(rng.integers(1, 6))).tolist()) + f" note{d}x{i}"
+                                   for i in range(int(rng.integers(1, 9)))), day=d)
+        for d in range(300)
+    ]
+    docs = [ArchiveDocument(id=f"d{n}", seq=n + 1, session=d.session, summary="", messages=d.messages) for n, d in enumerate(docs)]
+    growing, whole = ScopeIndex(dimensions=None), ScopeIndex(dimensions=None)
+    for n, doc in enumerate(docs):
+        growing.add_document(doc, None)
+        if n % 37 == 0:
+            growing.bm25("kaya harbourm note1")  # search between arrivals: lengths and vocabulary in use
+    for doc in docs:
+        whole.add_document(doc, None)
+    for query in ("kaya harbourm", "lantern ferry", "note29", "note29x", "cello porto garden"):
+        a_rows, a_scores, a_matched = growing.bm25(query)
+        b_rows, b_scores, b_matched = whole.bm25(query)
+        assert a_rows.tolist() == b_rows.tolist() and np.allclose(a_scores, b_scores) and a_matched == b_matched
+        assert len(a_rows), query
+    assert growing._vocabulary == sorted(growing._postings)
+
+
 def test_folding_ascii_text_takes_the_short_way_to_the_same_words():
     """ASCII text is only lower-cased (no character of it decomposes or combines); any other
     text is decomposed and stripped of its marks, as before."""
