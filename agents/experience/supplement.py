@@ -170,7 +170,7 @@ class ExperienceProvider(MemoryProvider):
         files = ExperienceStore(kv=ctx.stores.kv, agent=ctx.agent, user=ctx.user).list()
         memo = _shown_by(ctx.stores.kv)
         key = (ctx.agent, ctx.user, ctx.session.key(), self._budget)
-        # The conversation's context begins at its first live message (the oldest it sends).
+        # The conversation's context begins at its first live message read for this turn.
         began = ctx.first_live_seq
         shown = memo.get(key, began, _NOTHING_YET)
         if shown is not _NOTHING_YET:

@@ -93,9 +93,9 @@ class ScopeIndex:
         self._postings: dict[str, _Postings] = {}
         self._vocabulary: list[str] | None = None
         # Column-major: a dimension's values for consecutive rows lie together, so the product
-        # with a query runs down long columns (OpenBLAS's fast gemv kernel) instead of taking a
-        # 64-value dot product per row: 2-3x faster at 100,000 rows (0.7 ms against 2.2 on one
-        # thread, benchmarks workload 8).
+        # with a query runs down long columns (OpenBLAS's faster gemv kernel) instead of taking a
+        # 64-value dot product per row. At 100,000 rows: 0.9 ms against 1.8-2.2 with the rows in
+        # the CPU's cache, 1.4 against 1.8 read cold from memory (benchmarks/results/recall.md).
         self._vectors = np.zeros((0, dimensions or 0), dtype=np.float32, order="F")
         # Per row: the previous row of its document (-1: none), and 1 / |v + w * v_previous|
         # (0: no second reading), for the reading with the previous turn.
