@@ -28,6 +28,7 @@ from datetime import datetime
 from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, SectionPart, joined_tokens
 from memory.assembly.xml import element, escape_text, wrap
 from memory.compression.dates import day
+from memory.memo import Memo
 from memory.retrieval.messages import ArchivedMessage
 from memory.retrieval.service import Retrieval
 from memory.stores import textsearch
@@ -136,7 +137,7 @@ class _Recall:
     """The messages recall has chosen so far, best first, each rendered without a date of its own,
     and the tokens they take."""
 
-    def __init__(self, budget: int, *, used: int, tag_counts: dict[tuple[str | None, str], int]) -> None:
+    def __init__(self, budget: int, *, used: int, tag_counts: Memo) -> None:
         self.budget, self.used = budget, used
         self._tag_counts = tag_counts  # (title, day) -> tokens of a conversation's tags, across turns
         self.chosen: list[tuple[ArchivedMessage, tuple[str, ...], str]] = []
@@ -177,10 +178,8 @@ class _Recall:
             key = (message.document_title or None, day(message.created_at))
             known = self._tag_counts.get(key)
             if known is None:
-                if len(self._tag_counts) >= _TAG_COUNTS_KEPT:
-                    self._tag_counts.clear()
-                attrs = {"title": key[0], "date": key[1]}
-                known = self._tag_counts[key] = count_text(wrap("conversation", ["x"], attrs=attrs)) + 1
+                known = count_text(wrap("conversation", ["x"], attrs={"title": key[0], "date": key[1]})) + 1
+                self._tag_counts.put(key, known)
             self._tag_tokens[message.session] = known
         return known
 
@@ -207,7 +206,7 @@ class ArchiveProvider(MemoryProvider):
         self._recall_limit = recall_limit
         # (scope, budget) -> the summaries' part, while the documents listed are the same.
         self._memo = RenderMemo()
-        self._tag_counts: dict[tuple[str | None, str], int] = {}
+        self._tag_counts = Memo(_TAG_COUNTS_KEPT)  # (title, day) -> tokens of a conversation's tags
 
     def provide(self, ctx: AssemblyContext) -> Section | None:
         if not ctx.config.archive_enabled:

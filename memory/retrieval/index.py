@@ -77,6 +77,18 @@ class _Postings:
         return self.arrays
 
 
+def _room_for(array: np.ndarray, needed: int, *, kept: int, order: str = "C") -> np.ndarray:
+    """``array`` (rows first) if it has ``needed`` rows, else a copy of its first ``kept`` rows in
+    one twice as large (or ``needed``, at least 256), zeros after them, laid out in ``order``:
+    appending a document's rows costs what they take, however many came before."""
+    if needed <= array.shape[0]:
+        return array
+    capacity = max(needed, 2 * array.shape[0], 256)
+    grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype, order=order)
+    grown[:kept] = array[:kept]
+    return grown
+
+
 class ScopeIndex:
     """The archived messages of one scope. Not thread-safe: the owner (``Retrieval``) locks."""
 
@@ -149,12 +161,8 @@ class ScopeIndex:
             bisect.insort(self._sessions.setdefault(document.session, []), (message.seq, row))
             added.append(position)
         if lengths:
-            start = len(self.rows) - len(lengths)
-            if len(self.rows) > self._lengths.shape[0]:
-                grown = np.zeros(max(len(self.rows), 2 * self._lengths.shape[0], 256), dtype=np.float32)
-                grown[:start] = self._lengths[:start]
-                self._lengths = grown
-            self._lengths[start : len(self.rows)] = lengths
+            self._lengths = _room_for(self._lengths, len(self.rows), kept=len(self.rows) - len(lengths))
+            self._lengths[len(self.rows) - len(lengths) : len(self.rows)] = lengths
         if self.dimensions and added:
             block = np.zeros((len(added), self.dimensions), dtype=np.float32)
             if vectors is not None and vectors.shape[1] == self.dimensions:
@@ -195,17 +203,9 @@ class ScopeIndex:
     def _append_vectors(self, block: np.ndarray) -> None:
         start = len(self.rows) - len(block)
         needed = start + len(block)
-        if needed > self._vectors.shape[0]:
-            capacity = max(needed, 2 * self._vectors.shape[0], 256)
-            grown = np.zeros((capacity, self.dimensions or 0), dtype=np.float32, order="F")
-            grown[:start] = self._vectors[:start]
-            self._vectors = grown
-            previous = np.full(capacity, -1, dtype=np.int64)
-            previous[:start] = self._previous[:start]
-            self._previous = previous
-            scale = np.zeros(capacity, dtype=np.float32)
-            scale[:start] = self._context_scale[:start]
-            self._context_scale = scale
+        self._vectors = _room_for(self._vectors, needed, kept=start, order="F")
+        self._previous = _room_for(self._previous, needed, kept=start)
+        self._context_scale = _room_for(self._context_scale, needed, kept=start)
         self._vectors[start:needed] = block
 
     # -- reading ------------------------------------------------------------------------------
