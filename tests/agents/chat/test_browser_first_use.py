@@ -245,6 +245,7 @@ class Screens(FirstUse):
         page.set_viewport_size({"width": 390, "height": 844})
         page.goto(url)
         page.wait_for_selector("#chat.is-connected")
+        page.locator("#composer-text").wait_for(state="visible")  # laid out, not only in the page
         box = page.locator("#composer-text").bounding_box()
         assert box["width"] >= 0.65 * 390, f"the message box is {box['width']} px wide"  # was 143 px
         assert page.locator("#messages").bounding_box()["y"] < 844 * 0.6, "the conversation starts on the first screen"
