@@ -43,24 +43,20 @@ over (``_follow_earlier_turn``); its "stop" reaches the worker running the turn 
 conversation's channel-layer group (``modex.stop``).
 
 That task only pulls events from the runtime and queues them in each watching socket's outbox;
-the socket's own task renders and sends them (``self.send``, one yield to the
-loop per frame: STACK.md), merging the text deltas that queued up behind one another into one
-frame (``_coalesce``). A turn's opening frames wait for its assembled context, so that they
-are rendered while the model request is on its way (``_hold_opening``); a step's meter waits
-for the step's first text (``_text_before_meter``). "stop" (and a revocation: the user signed
-out, the conversation deleted) closes the turn's generator at its next event, where everything
-the runtime wrote is whole, and the runtime closes the interrupted tool chain; a turn that
-yields nothing for STOP_GRACE_SECONDS (a slow model or tool) is cancelled instead. A plain
-cancel is the fallback, not the rule, because a cancel that lands while the runtime is writing
-a message lets the write finish in its thread while the runtime records it as not done (a
-duplicate tool result). The turn waits for the repair to land (``chat.asettle``) before its
+the socket's own task renders and sends them, paced as ``agents.chat.outbox`` says (text
+deltas merged, a turn's opening frames and a step's meter let the model's work go first).
+"stop" (and a revocation: the user signed out, the conversation deleted) closes the turn's
+generator at its next event, where everything the runtime wrote is whole, and the runtime
+closes the interrupted tool chain; a turn that yields nothing for STOP_GRACE_SECONDS (a slow
+model or tool) is cancelled instead. A plain cancel is the fallback, not the rule, because a
+cancel that lands while the runtime is writing a message lets the write finish in its thread
+while the runtime records it as not done (a duplicate tool result). The turn waits for the repair to land (``chat.asettle``) before its
 sockets say "Stopped".
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import logging
@@ -73,13 +69,7 @@ from agents.chat import sockets
 from agents.chat import turns
 from agents.personal import memory as user_memory
 from agents.chat.fragments import ChatStream, composer_fragment, error_fragment, refusal_fragment, status_fragment
-from agents.runtime.events import (
-    ContentChunk,
-    ContextReady,
-    MessageStored,
-    ReasoningChunk,
-    TurnStarted,
-)
+from agents.chat.outbox import Outbox
 from agents.runtime.loop import MAX_USER_CHARS, NOT_LAST
 from memory.text import storable
 from memory.threads import run_blocking
@@ -100,17 +90,6 @@ BUSY = turns.BUSY
 STOP = "modex.stop"
 FOLLOW_SECONDS = 600.0  # how long a freshly loaded page follows a turn started before it loaded
 FOLLOW_POLL_SECONDS = 0.25
-#: Text frames of one reply go out at most this often; what the model streams meanwhile joins the
-#: next frame. Rendering and sending a frame costs more than the model takes per delta, so one
-#: frame per delta would fall behind a fast model. The first delta of a run goes out at once.
-TEXT_FRAME_SECONDS = 0.008
-#: How long a step's meter waits for the step's first text to go out first (_text_before_meter).
-METER_HOLD_SECONDS = 0.05
-#: How long the meter that waited for a step's first text lets that text reach the socket first.
-FLUSH_SECONDS = 0.001
-#: How long a turn's opening frames (the composer shut, the user's message) wait for the turn's
-#: next event, so that they are rendered while the model request is on its way (_hold_opening).
-OPENING_HOLD_SECONDS = 0.05
 EARLIER_TURN = "A reply started before this page loaded is still being written or tidied up…"
 #: A joining page's reply is longer than the turn keeps for joiners (turns.MAX_LIVE_CHARS).
 LIVE_OVERFLOW = "The reply so far is too long to show while it is written; it appears here once it is complete."
@@ -177,9 +156,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_add(group, self.channel_name)
         self.agent = agent
         self.stream = ChatStream(conversation=self.conversation, agent=agent, post=self._post)
-        self.outbox: asyncio.Queue = asyncio.Queue()
+        self.outbox = Outbox(render=self._render, send=self._send_html, label=str(self.conversation.pk))
         await self.accept()
-        self.sender = asyncio.create_task(self._send_loop(), name=f"chat-send-{conversation_id}")
+        self.sender = asyncio.create_task(self.outbox.run(), name=f"chat-send-{conversation_id}")
         self.warming = asyncio.create_task(self._warm_recall(), name=f"chat-warm-{conversation_id}")
         live = turns.registry.get(self.stream.session)
         if live is not None:
@@ -308,7 +287,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self._watching is not turn:
             self._unwatch()
             self._watching = turn
-            turn.subscribe(id(self), self.outbox.put_nowait)
+            turn.subscribe(id(self), self.outbox.put)
             self.stream.recorded = turn.recorded
 
     def _unwatch(self) -> None:
@@ -340,7 +319,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         turn = turns.registry.start(
             conversation=self.conversation, agent=self.agent, user_id=user_id, text=text, key=id(self),
             participants=self.participants,
-            put=self.outbox.put_nowait, on_end=lambda: sockets.limits.end_turn(user_id),
+            put=self.outbox.put, on_end=lambda: sockets.limits.end_turn(user_id),
             replace_from=replace_from, hand_back=hand_back,
             # The session may have been signed out, or the conversation deleted, since the socket
             # opened (a lost group message): nothing is written then.
@@ -385,117 +364,27 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # -- sending ------------------------------------------------------------------------------
 
-    def _post(self, html: str) -> None:
-        self.outbox.put_nowait(html)
+    def _post(self, item) -> None:
+        self.outbox.put(item)
 
-    async def _send_loop(self) -> None:
-        pending: collections.deque = collections.deque()
-        loop = asyncio.get_running_loop()
-        text_sent = -TEXT_FRAME_SECONDS  # when the last text frame went out
-        held = None  # the meter that already let its step's first text go first
-        while True:
-            if not pending:
-                pending.append(await self.outbox.get())
-            if isinstance(pending[0], TurnStarted):
-                await self._hold_opening(pending)
-            if isinstance(pending[0], ContextReady) and pending[0] is not held:
-                held = pending[0]
-                await self._text_before_meter(pending)
-            if isinstance(pending[0], _TEXT) and (wait := text_sent + TEXT_FRAME_SECONDS - loop.time()) > 0:
-                await asyncio.sleep(wait)
-            while not self.outbox.empty():  # everything queued by now: chunks in it go as one frame
-                pending.append(self.outbox.get_nowait())
-            item = _coalesce(pending)
-            if isinstance(item, _TEXT):
-                text_sent = loop.time()
-            try:
-                if item is _STOPPED:
-                    html = await self.stream.stopped()
-                elif item is _ENDED:
-                    html = await self.stream.ended()
-                elif isinstance(item, _Sync):
-                    html = await self.stream.join(item.snapshot, overflow_note=LIVE_OVERFLOW)
-                elif isinstance(item, turns.Refused):
-                    html = refusal_fragment(item.reason, item.text) if item.hand_back else error_fragment(item.reason)
-                elif item is turns.REPLACED:
-                    html = await self.stream.sync(running=True)
-                elif isinstance(item, turns.Failed):
-                    html = self.stream.failed(item.text)
-                else:
-                    html = item if isinstance(item, str) else await self.stream.render(item)
-                if html:
-                    await self.send(text_data=storable(html))
-            except Exception:
-                # One fragment that cannot be rendered or sent must not silence the socket.
-                logger.exception("could not render or send a chat fragment for %s", self.conversation.pk)
-                with contextlib.suppress(Exception):
-                    await self.send(text_data=error_fragment("A part of the reply could not be shown; reload the page to see it."))
-            if isinstance(item, _TEXT) and pending and isinstance(pending[0], ContextReady):
-                # The meter that waited for the step's first text: its rendering would run before
-                # daphne has written that text to the socket, a few passes of the loop from now.
-                await asyncio.sleep(FLUSH_SECONDS)
-            else:
-                await asyncio.sleep(0)  # let the frame go out before the next one (STACK.md)
+    async def _render(self, item) -> str:
+        """The HTML of one outbox item (a fragment already rendered, a runtime event, a marker)."""
+        if item is _STOPPED:
+            return await self.stream.stopped()
+        if item is _ENDED:
+            return await self.stream.ended()
+        if isinstance(item, _Sync):
+            return await self.stream.join(item.snapshot, overflow_note=LIVE_OVERFLOW)
+        if isinstance(item, turns.Refused):
+            return refusal_fragment(item.reason, item.text) if item.hand_back else error_fragment(item.reason)
+        if item is turns.REPLACED:
+            return await self.stream.sync(running=True)
+        if isinstance(item, turns.Failed):
+            return self.stream.failed(item.text)
+        return item if isinstance(item, str) else await self.stream.render(item)
 
-    async def _hold_opening(self, pending: collections.deque) -> None:
-        """``pending`` starts with a turn's TurnStarted: wait, at most OPENING_HOLD_SECONDS, for
-        an event other than the turn's opening ones (its first messages stored), usually the
-        step's assembled context, right before the model request. Rendering those frames takes
-        a millisecond or two of this process; done at once, it would run between the turn's
-        first write and the request, and hold the request up. After it, they are rendered while
-        the request waits for the model."""
-        deadline = asyncio.get_running_loop().time() + OPENING_HOLD_SECONDS
-        while True:
-            while not self.outbox.empty():
-                pending.append(self.outbox.get_nowait())
-            if not all(isinstance(item, TurnStarted | MessageStored) for item in pending):
-                return
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                return
-            try:
-                pending.append(await asyncio.wait_for(self.outbox.get(), remaining))
-            except TimeoutError:
-                return
-
-    async def _text_before_meter(self, pending: collections.deque) -> None:
-        """``pending`` starts with a step's meter: the step's first text goes out before it,
-        if it is the next item or comes within METER_HOLD_SECONDS. Rendering the meter takes a
-        few milliseconds of this process; done first, it would run while the model's first
-        token is on its way and hold that token up."""
-        meter = pending.popleft()
-        while not self.outbox.empty():
-            pending.append(self.outbox.get_nowait())
-        if not pending:
-            with contextlib.suppress(TimeoutError):
-                pending.append(await asyncio.wait_for(self.outbox.get(), METER_HOLD_SECONDS))
-        if pending and isinstance(pending[0], _TEXT):
-            pending.insert(1, meter)
-        else:
-            pending.appendleft(meter)
-
-
-_TEXT = (ContentChunk, ReasoningChunk)
-
-
-def _coalesce(pending: collections.deque):
-    """The next item to send: the first pending one, merged with the text chunks of the same
-    kind right behind it. Deltas that queued up while a frame was going out then go as one
-    frame (the latest completion count for the meter), so a fast model is relayed at the
-    socket's pace (at most one text frame per TEXT_FRAME_SECONDS); a delta that finds the queue
-    empty and no text frame sent within that time goes out alone, at once."""
-    item = pending.popleft()
-    if not isinstance(item, _TEXT):
-        return item
-    kind, texts = type(item), [item.text]
-    while pending and type(pending[0]) is kind:
-        item = pending.popleft()
-        texts.append(item.text)
-    if len(texts) == 1:
-        return item
-    if kind is ContentChunk:
-        return ContentChunk(text="".join(texts), completion_tokens=item.completion_tokens)
-    return ReasoningChunk(text="".join(texts))
+    async def _send_html(self, html: str) -> None:
+        await self.send(text_data=storable(html))
 
 
 def _an_id(value: object) -> bool:

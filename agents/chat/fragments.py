@@ -392,7 +392,7 @@ class ChatStream:
                 words=history.words,
             )
             html = partial("meter", meter=meter, context_url=self.context_url, oob="true") + partial("chart", chart=chart_view(history), oob="true")
-            # The meter may follow the step's first text (consumer._text_before_meter): "Writing…" stays.
+            # The meter may follow the step's first text (agents.chat.outbox): "Writing…" stays.
             return html if self._live is not None else html + status_fragment("Thinking…", "busy")
         if isinstance(event, MessageStored):
             return await self._stored(event.message)

@@ -11,7 +11,8 @@ from asgiref.sync import sync_to_async
 
 from agents.chat import service as chat
 from agents.chat.meter import load_history
-from agents.chat.consumer import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, MAX_FRAME_BYTES, TEXT_FRAME_SECONDS
+from agents.chat.consumer import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED, MAX_FRAME_BYTES
+from agents.chat.outbox import TEXT_FRAME_SECONDS
 from agents.runtime.loop import MAX_USER_CHARS
 from memory.transcript import validate_transcript
 from tests.agents.chat.conftest import IDLE, RUNNING, connected, drain, open_socket, receive_until, stored
@@ -335,7 +336,7 @@ async def test_stop_during_a_long_silence_falls_back_to_cancelling(conversation,
 def test_queued_deltas_coalesce_into_one_frame_in_order():
     import collections
 
-    from agents.chat.consumer import _coalesce
+    from agents.chat.outbox import coalesce
     from agents.runtime.events import ContentChunk, ReasoningChunk, TurnFinished
 
     finished = TurnFinished.__new__(TurnFinished)  # any non-chunk event stops a merge
@@ -348,11 +349,11 @@ def test_queued_deltas_coalesce_into_one_frame_in_order():
     ])
     out = []
     while pending:
-        out.append(_coalesce(pending))
+        out.append(coalesce(pending))
     assert out == [ReasoningChunk("think"), ContentChunk("Hello <b>", 3), "<div>a fragment</div>",
                    ContentChunk("again", 4), finished]
     single = ContentChunk("x", 1)
-    assert _coalesce(collections.deque([single])) is single
+    assert coalesce(collections.deque([single])) is single
 
 
 async def test_a_fast_stream_arrives_whole_in_fewer_frames_with_a_live_meter(conversation, owner, chat_runtime):
@@ -410,7 +411,7 @@ TITLE = 'id="conversation-title"'
 
 async def test_the_first_text_goes_out_before_the_meter_and_the_title(conversation, owner, chat_runtime, monkeypatch):
     # Generous waits, so that only the order is tested (an instant model answers well within them).
-    monkeypatch.setattr("agents.chat.consumer.METER_HOLD_SECONDS", 5.0)
+    monkeypatch.setattr("agents.chat.outbox.METER_HOLD_SECONDS", 5.0)
     monkeypatch.setattr("agents.chat.fragments.ACTIVITY_DELAY_SECONDS", 5.0)
     comm = await connected(conversation, owner)
     await send(comm, "a question that names the conversation")
@@ -425,7 +426,7 @@ async def test_the_first_text_goes_out_before_the_meter_and_the_title(conversati
 async def test_a_model_slow_to_its_first_token_holds_back_neither_meter_nor_title(conversation, owner, make_runtime, monkeypatch):
     from agents.llm import OfflineChatModel
 
-    monkeypatch.setattr("agents.chat.consumer.METER_HOLD_SECONDS", 0.05)
+    monkeypatch.setattr("agents.chat.outbox.METER_HOLD_SECONDS", 0.05)
     monkeypatch.setattr("agents.chat.fragments.ACTIVITY_DELAY_SECONDS", 0.05)
     make_runtime(model=SlowStart(OfflineChatModel(), 1.0))
     comm = await connected(conversation, owner)
@@ -443,7 +444,7 @@ async def test_the_opening_frames_are_rendered_after_the_model_request_is_made(c
     from agents.chat.consumer import ChatConsumer
     from agents.llm import OfflineChatModel
 
-    monkeypatch.setattr("agents.chat.consumer.OPENING_HOLD_SECONDS", 5.0)
+    monkeypatch.setattr("agents.chat.outbox.OPENING_HOLD_SECONDS", 5.0)
     log: list = []
     send_frame = ChatConsumer.send
 
@@ -465,7 +466,7 @@ async def test_the_opening_frames_are_rendered_after_the_model_request_is_made(c
 async def test_the_opening_frames_wait_at_most_the_hold_for_a_slow_context(conversation, owner, chat_runtime, monkeypatch):
     from agents.runtime.loop import Runtime
 
-    monkeypatch.setattr("agents.chat.consumer.OPENING_HOLD_SECONDS", 0.05)
+    monkeypatch.setattr("agents.chat.outbox.OPENING_HOLD_SECONDS", 0.05)
     assemble = Runtime._assemble
 
     async def slow_assemble(self, ctx, schemas):
@@ -525,12 +526,12 @@ async def test_a_turn_starts_before_the_old_database_connections_are_closed(conv
 async def test_the_meter_that_waited_for_the_first_text_lets_it_reach_the_socket_first(conversation, owner, chat_runtime, monkeypatch):
     """Daphne writes a frame to the socket a few passes of the event loop after it is sent;
     rendering the meter takes a millisecond or two of the loop. So the meter that waited for the
-    step's first text (consumer._text_before_meter) starts rendering FLUSH_SECONDS after it."""
+    step's first text (agents.chat.outbox) starts rendering FLUSH_SECONDS after it."""
     from agents.chat.consumer import ChatConsumer
     from agents.chat.fragments import ChatStream
     from agents.runtime.events import ContextReady
 
-    monkeypatch.setattr("agents.chat.consumer.FLUSH_SECONDS", 0.3)
+    monkeypatch.setattr("agents.chat.outbox.FLUSH_SECONDS", 0.3)
     log: list[tuple[str, float]] = []
     clock = asyncio.get_running_loop().time
     send_frame, render = ChatConsumer.send, ChatStream.render
