@@ -19,6 +19,9 @@ Frames from the client are JSON objects, as the htmx ws extension sends a form (
   it after a failed turn: the same, with its stored text;
 * ``{"action": "sync"}``: re-render the whole conversation (the page sends it at every connect);
   while a turn runs, with the reply so far, and the rest follows live.
+* ``{"action": "typing"}``: the user is typing a message (the page sends it at most every
+  TYPING_EVERY seconds while they do): background memory work on a gated model endpoint waits
+  (``chat.user_typing``). No answer; ignored while a turn runs.
 
 Anything else (binary, non-JSON, another shape, more than MAX_FRAME_BYTES) gets an error
 fragment and the socket stays open.
@@ -96,6 +99,9 @@ LIVE_OVERFLOW = "The reply so far is too long to show while it is written; it ap
 EARLIER_TURN_ENDED = (
     "The reply that was being written when the page was left or reloaded has ended; what was written is shown above."
 )
+#: A socket writes a typing signal to the gate at most this often (the page sends one at most
+#: every 2 s; the mark holds agents.runtime.gate.TYPING_HOLD seconds).
+TYPING_EVERY = 1.5
 SHAPE = 'Expected a JSON object such as {"message": "your text"} or {"action": "stop"}.'
 
 _STOPPED = turns.STOPPED  # queued when the turn was stopped (its repair has landed)
@@ -121,6 +127,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     _following = False  # following a turn that began before this socket (see _follow_earlier_turn)
     _counted = False  # this socket counts against its user's cap (sockets.limits)
     _shut_code: int | None = None  # closing for good (revoked, deleted): no frame is read any more
+    _typed_at = float("-inf")  # when this socket last passed a typing signal on (loop time)
     participants: tuple[str, ...] = ()  # the user's names (user_memory.participant_names)
     _groups: tuple[str, ...] = ()
 
@@ -219,6 +226,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         action, message = frame.get("action"), frame.get("message")
         if action == "stop" and message is None:
             return await self._stop()
+        if action == "typing" and message is None:
+            return await self._typing()
         if action == "sync" and message is None:
             if not sockets.limits.allow_sync(self.user_id):
                 return self._post(error_fragment(TOO_MANY_SYNCS))
@@ -328,6 +337,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self._unwatch()
         self._watching = turn
         self.stream.recorded = turn.recorded
+
+    async def _typing(self) -> None:
+        """Pass the user's typing on to the model-call gate (awaited: a message sent right after
+        finds the mark taken, and the turn's own mark replaces it)."""
+        now = asyncio.get_running_loop().time()
+        if self.agent is None or self._running() or now - self._typed_at < TYPING_EVERY:
+            return
+        self._typed_at = now
+        try:
+            await run_blocking(chat.user_typing, conversation=self.conversation)
+        except Exception:  # a hint to background work only: the turn itself takes its mark
+            logger.warning("could not mark %s as typing", self.conversation.pk, exc_info=True)
 
     async def _stop(self) -> None:
         """Stop the conversation's turn: here, or in the worker that runs it."""

@@ -327,6 +327,15 @@ def warm_recall(*, conversation: Conversation, agent) -> bool:
     return True
 
 
+def user_typing(*, conversation: Conversation) -> bool:
+    """The conversation's user is typing (the chat page says so while they type): background
+    memory work on the chat model's endpoint gives the model up now and waits, so the message
+    finds it free (``ModelGate.mark_typing``). False when the endpoint has no gate."""
+    runtime = get_runtime()
+    gate = runtime.services.gate
+    return gate is not None and gate.mark_typing(runtime.model, session=session_of(conversation))
+
+
 def last_exchange(*, conversation: Conversation) -> LastExchange | None:
     """The conversation's last exchange (None: no user message in the live session's end)."""
     svc = services()

@@ -14,7 +14,12 @@ beside a turn would slow the turn down), in two classes:
   end, tool calls included, so background work does not slip in between its model calls, and
   for ``after_turn`` seconds more (``MODEX_BACKGROUND_AFTER_TURN``): a user who answers within
   that time finds the model free and its prompt cache intact. Each of the turn's calls waits for
-  a free slot and never for background work.
+  a free slot and never for background work. A user typing in the chat page holds a mark too
+  (``mark_typing``: the page signals while they type, the mark runs out ``TYPING_HOLD`` seconds
+  after the last signal, and the turn's own mark takes its place when the message is sent), so a
+  background call gives the model up while the message is written, not when it arrives: the cut
+  costs the turn nothing then (llama-server stops reading a prompt only at its next batch,
+  0.1-0.7 s for a small model on a CPU).
 * **background**: the Dream Engine, the experience reviewer (and a cleanup in the reviewer's own
   run), anything that reads a view made with ``BACKGROUND``. A background call starts only
   while the active turns and the background calls running leave a slot for every turn; while it
@@ -65,8 +70,8 @@ from urllib.parse import urlsplit
 
 from agents.llm import ModelUnavailable
 from agents.runtime.leases import KeptLease
-from memory.locks import LeaseBusy, acquire_lease
-from memory.scopes import GlobalScope
+from memory.locks import LeaseBusy, acquire_lease, lease_key
+from memory.scopes import GlobalScope, Scope
 from memory.stores.base import ConcurrentChange, KVStore
 from memory.threads import run_blocking
 
@@ -75,6 +80,7 @@ logger = logging.getLogger("agents.runtime.gate")
 FOREGROUND = "chat"
 BACKGROUND = "background"
 HOLD_TTL = 30.0  # seconds a slot, turn mark or queue entry outlives a holder that stopped renewing it
+TYPING_HOLD = 6.0  # seconds a user's typing mark holds after the chat page's latest signal
 POLL = 0.05  # how often a waiting chat call looks for a free slot (and a background call checks for turns)
 BACKGROUND_POLL = 0.5  # how often a waiting background call looks again
 _SCOPE = GlobalScope()
@@ -138,6 +144,11 @@ def _expiry(value: str) -> tuple[str, datetime | None]:
         return str(data["holder"]), datetime.fromisoformat(data["expires_at"])
     except (ValueError, KeyError, TypeError):
         return "", None
+
+
+def _typing_name(endpoint: str, session: Scope) -> str:
+    """The lease of a conversation's typing mark (its id hashed: the gate's keys are global)."""
+    return f"gate.{endpoint}.turn.typing-{hashlib.sha1(session.key().encode()).hexdigest()[:16]}"
 
 
 class ModelGate:
@@ -213,16 +224,37 @@ class ModelGate:
 
     # -- turn marks ---------------------------------------------------------------------------
 
-    def mark_turn(self, model: Any) -> Any:
+    def mark_turn(self, model: Any, *, session: Scope | None = None) -> Any:
         """Take a turn mark for ``model``'s endpoint (synchronous: the runtime takes it in its
         turn's first store trip); returns the lease, or None when the endpoint is not gated.
-        Keep it with ``keep`` and give it back with ``KeptLease.end``."""
+        Keep it with ``keep`` and give it back with ``KeptLease.end``. The typing mark of
+        ``session`` (the turn's conversation), if any, is dropped once this one is taken."""
         endpoint = endpoint_id(model)
         if endpoint is None or self.limit(model) is None:
             return None
         mark = uuid.uuid4().hex[:16]
-        return acquire_lease(kv=self.kv, scope=_SCOPE, name=f"gate.{endpoint}.turn.{mark}", ttl=self.hold_ttl,
-                             holder=f"turn|{mark}")
+        lease = acquire_lease(kv=self.kv, scope=_SCOPE, name=f"gate.{endpoint}.turn.{mark}", ttl=self.hold_ttl,
+                              holder=f"turn|{mark}")
+        if session is not None:
+            key = lease_key(_typing_name(endpoint, session))
+            current = self.kv.get(_SCOPE, key)
+            if current is not None:
+                with contextlib.suppress(ConcurrentChange):  # signalled again meanwhile: it runs out by itself
+                    self.kv.delete(_SCOPE, key, expected_version=current.version)
+        return lease
+
+    def mark_typing(self, model: Any, *, session: Scope, hold: float = TYPING_HOLD) -> bool:
+        """The user of ``session`` is typing a message to ``model``: a turn mark that holds for
+        ``hold`` seconds from now (a later signal extends it) and then runs out by itself, unless
+        the turn's own mark replaces it first (``mark_turn``). False when the endpoint is not
+        gated. Synchronous: one store write."""
+        endpoint = endpoint_id(model)
+        if endpoint is None or self.limit(model) is None:
+            return False
+        name = _typing_name(endpoint, session)
+        with contextlib.suppress(LeaseBusy):  # another signal of the same conversation holds it now
+            acquire_lease(kv=self.kv, scope=_SCOPE, name=name, ttl=hold, holder=f"turn|{name.rpartition('.')[2]}")
+        return True
 
     def keep(self, lease: Any, *, name: str) -> KeptLease:
         """Renew ``lease`` (a turn mark, a slot, a queue entry) until ``end()``."""
@@ -376,7 +408,8 @@ class GatedModel:
                 gate.stats.background_calls += 1
                 return events
             gate.stats.preempted += 1
-            logger.info("a background %s call gave the model up to a chat turn; it asks again later", self.label)
+            logger.info("a background %s call gave the model up to chat (a turn, or a user typing); it asks again later",
+                        self.label)
 
     async def _run_unless_preempted(self, request: dict[str, Any], endpoint: str) -> list[Any] | None:
         """The call's events, or None when a turn arrived first (the stream is closed then)."""

@@ -406,7 +406,7 @@ class Runtime:
             try:
                 if replacing is not None:
                     self._drop_last_exchange(session, *replacing)
-                mark = gate.mark_turn(self.model) if gate is not None else None
+                mark = gate.mark_turn(self.model, session=session) if gate is not None else None
                 return (lease, *self._writes(session, lease.fence).open(text), mark)
             except BaseException:
                 for held in (lease, mark):

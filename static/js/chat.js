@@ -1,7 +1,7 @@
 // The chat page's few behaviours htmx does not give: Enter to send, Esc to stop, the message
 // box keeping focus and what is typed in it across the server's swaps, auto-scroll, the meter's
-// animation, the connection banner, and a re-sync after a reconnect. Everything else (sending
-// the form, swapping fragments) is the htmx ws extension.
+// animation, the connection banner, a re-sync after a reconnect, and telling the server while the
+// user types. Everything else (sending the form, swapping fragments) is the htmx ws extension.
 (function () {
   "use strict";
 
@@ -71,6 +71,17 @@
   }
 
   document.addEventListener("input", function (evt) { if (evt.target && evt.target.id === "composer-text") countComposer(); });
+
+  // While the user types, the server hears so (at most every 2 s): memory work running in the
+  // background on a local model gives the model up now, not when the message arrives.
+  var typing = { socket: null, at: 0 };
+  document.addEventListener("input", function (evt) {
+    if (!evt.target || evt.target.id !== "composer-text" || !evt.target.value || !typing.socket) return;
+    var now = Date.now();
+    if (now - typing.at < 2000) return;
+    typing.at = now;
+    typing.socket.send(JSON.stringify({ action: "typing" }));
+  });
 
   // A message the server refused before storing anything of it (a reply still being written,
   // a message the model's window cannot hold) comes back as #composer-draft. Its text goes back
@@ -266,12 +277,14 @@
     // The server re-renders the conversation on every (re)connect: a turn may have ended
     // between this page's render and its socket (a reload mid-reply), or while it was offline.
     evt.detail.socketWrapper.send(JSON.stringify({ action: "sync" }));
+    typing.socket = evt.detail.socketWrapper;
     opened = true;
     chat.classList.add("is-connected");
   });
 
   chat.addEventListener("htmx:wsClose", function (evt) {
     chat.classList.remove("is-connected");
+    typing.socket = null;
     var code = evt.detail && evt.detail.event ? evt.detail.event.code : 0;
     if (code === 4401) banner("You are signed out. Reload the page to sign in again.", "error");
     else if (code === 4404) banner("This conversation no longer exists.", "error");

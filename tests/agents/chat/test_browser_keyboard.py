@@ -4,6 +4,8 @@ reply, and only finished replies are announced (the streamed text is in no live 
 
 from __future__ import annotations
 
+import json
+
 from tests.agents.chat.conftest import CHAT_BOT_YML
 from tests.browser import BROWSER_MARKS, SCREENSHOTS, ChatBrowserCase
 
@@ -86,6 +88,30 @@ class KeyboardChat(ChatBrowserCase):
         assert announced[0].startswith("Reply finished: ")
         assert reply.split()[0] in announced[0]
         assert page.get_attribute("#announcer", "aria-live") == "polite"
+        assert not self.errors, self.errors
+
+    def test_typing_is_signalled_to_the_server_at_most_every_two_seconds(self):
+        page = self.page
+        sent: list[str] = []
+        page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(str(payload))))
+        self.login_and_start()
+        signals = lambda: [frame for frame in sent if json.loads(frame).get("action") == "typing"]  # noqa: E731
+        assert signals() == [], "nothing typed yet"
+        page.keyboard.type("where")
+        page.wait_for_timeout(300)
+        assert len(signals()) == 1
+        page.keyboard.type(" to go")  # within two seconds of the first: no second signal
+        page.wait_for_timeout(300)
+        assert len(signals()) == 1
+        page.wait_for_timeout(2000)
+        page.keyboard.type(" in May?")
+        page.wait_for_timeout(300)
+        assert len(signals()) == 2
+        page.keyboard.press("Enter")
+        self._sent = "where to go in May?"
+        self.wait_idle()
+        assert page.locator(".msg.user").count() == 1
+        assert page.locator(".notice.error").count() == 0, "the server answers a typing frame with nothing"
         assert not self.errors, self.errors
 
 

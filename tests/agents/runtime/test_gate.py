@@ -5,6 +5,7 @@ and across processes."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,7 @@ from agents.llm.capabilities import Capabilities
 from agents.llm.openai import OpenAIChatModel
 from agents.runtime.gate import BACKGROUND, FOREGROUND, ModelGate, endpoint_id
 from memory.locks import acquire_lease
-from memory.scopes import GlobalScope
+from memory.scopes import GlobalScope, SessionScope
 from memory.stores.registry import open_bundle
 from memory.threads import run_blocking
 from tests.fakes.openai_server import FAKE_API_KEY, Pause, RawStream, Reply, chunk
@@ -77,7 +78,8 @@ async def test_a_chat_call_waits_for_the_slot_and_its_timeout_starts_when_it_is_
     # counted from the request, it never fires.
     two = gate.calls(model_for(fake_openai, timeout=0.5), priority=FOREGROUND)
     first = asyncio.create_task(complete(one, messages=USER))
-    await asyncio.sleep(0.1)
+    while not fake_openai.chat_requests:  # the first call holds the slot
+        await asyncio.sleep(0.01)
     second = await complete(two, messages=USER)
     assert (await first).content == "first" and second.content == "second"
     assert gate.stats.chat_calls == 2 and gate.stats.chat_max_wait > 0.5
@@ -156,6 +158,53 @@ async def test_a_dead_holders_slot_and_mark_block_only_until_they_expire(threade
     assert (await complete(gate.calls(model, priority=BACKGROUND), messages=USER)).content == "after"
     assert 0.3 < time.monotonic() - started < 3
     assert await run_blocking(threaded_bundle.kv.list, GlobalScope(), prefix=f"lease.gate.{ep}.") == []  # tidied up
+
+
+# -- a user typing ----------------------------------------------------------------------------
+
+
+async def test_a_user_typing_holds_background_work_back_until_the_mark_runs_out(threaded_bundle, fake_openai):
+    fake_openai.script(Reply(content="dreamt"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle)
+    assert await run_blocking(gate.mark_typing, model, session=SessionScope("typing1"), hold=0.6)
+    started = time.monotonic()
+    dream = asyncio.create_task(complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER))
+    await asyncio.sleep(0.3)
+    assert (await asyncio.to_thread(gate.state, model)).turns == 1 and fake_openai.chat_requests == []
+    assert (await dream).content == "dreamt"  # nothing renewed the mark: it ran out by itself
+    assert time.monotonic() - started >= 0.5
+    remote = OpenAIChatModel(base_url="https://api.example.com/v1", api_key="k", model="m")
+    assert not await run_blocking(gate.mark_typing, remote, session=SessionScope("typing1"))  # not gated: no mark
+
+
+async def test_typing_cuts_a_running_background_call_and_the_turn_takes_the_marks_place(threaded_bundle, fake_openai):
+    slow = RawStream([chunk({"content": "half "})] + [Pause(0.1), chunk({"content": "."})] * 50)
+    fake_openai.script(slow, Reply(content="whole dream"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle)
+    typing, elsewhere = SessionScope("typing2"), SessionScope("typing3")
+    dream = asyncio.create_task(complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER))
+    while not fake_openai.chat_requests:
+        await asyncio.sleep(0.02)
+    for session in (typing, typing, elsewhere):  # a second signal extends the same mark
+        await run_blocking(gate.mark_typing, model, session=session, hold=30)
+    assert await asyncio.to_thread(fake_openai.wait_for_disconnect, 2)  # cut while the message is written
+    assert (await asyncio.to_thread(gate.state, model)).turns == 2
+
+    ep = endpoint_id(model)
+    listed = lambda: sorted(i.key for i in threaded_bundle.kv.list(GlobalScope(), prefix=f"lease.gate.{ep}.turn."))
+    before = await asyncio.to_thread(listed)
+    held = await run_blocking(gate.mark_turn, model, session=typing)  # the message is sent
+    after = await asyncio.to_thread(listed)
+    assert len(after) == 2 and held.key in after and set(before) - set(after) == {
+        k for k in before if k.endswith(hashlib.sha1(typing.key().encode()).hexdigest()[:16])}
+    assert not dream.done()  # the other conversation's user still types, and the turn runs
+    await gate.keep(held, name="t").end()
+    assert not dream.done()
+    for item in await asyncio.to_thread(threaded_bundle.kv.list, GlobalScope(), prefix=f"lease.gate.{ep}.turn."):
+        await asyncio.to_thread(threaded_bundle.kv.delete, GlobalScope(), item.key)  # that user stops typing
+    assert (await dream).content == "whole dream" and gate.stats.preempted == 1
 
 
 # -- across processes --------------------------------------------------------------------------
