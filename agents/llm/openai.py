@@ -17,11 +17,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import email.utils
 import json
 import logging
 import random
-import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -40,19 +38,14 @@ from agents.llm.capabilities import (
     from_props,
 )
 from agents.llm.chunks import ChunkAssembler
-from agents.llm.classify import ErrorKind, classify, error_code, error_text, window_hint
 from agents.llm.scrub import scrub_secrets
 from agents.llm.shaping import fold_roles, needs_folding
+from agents.llm.openai_errors import Retry, translate
 from agents.llm.sse import stream_chunks
 from agents.llm.errors import (
-    ChatTemplateRejected,
-    ContextLengthExceeded,
     MalformedResponse,
     ModelError,
-    ModelRejected,
-    ModelTimeout,
     ModelUnavailable,
-    RateLimited,
 )
 
 logger = logging.getLogger("agents.llm.openai")
@@ -65,21 +58,6 @@ PLACEHOLDER_API_KEY = "not-needed"
 _CONNECTION_LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 
 Sleep = Callable[[float], Awaitable[None]]
-
-
-class _Retry(Exception):
-    """Internal: the attempt failed in a way worth another try.
-
-    ``adjust`` names a change of the request that may make the server accept it, tried once
-    and only before any output: ``stream_options`` (ask without), ``response_format`` (ask
-    without JSON mode), ``tools`` (ask without tools), ``fold`` (fold tool turns into
-    alternating text, ``agents.llm.shaping``). Without an adjustment the error is retried as is
-    (transient) or raised."""
-
-    def __init__(self, error: ModelError, retry_after: float | None = None, *, adjust: str | None = None) -> None:
-        self.error = error
-        self.retry_after = retry_after
-        self.adjust = adjust
 
 
 def _basic_auth(url: str) -> dict[str, str] | None:
@@ -336,7 +314,7 @@ class OpenAIChatModel:
                         yielded = True
                         yield event
                 return
-            except _Retry as retry:
+            except Retry as retry:
                 if retry.adjust is not None:
                     if not yielded and self._adjust(request, retry):
                         continue
@@ -350,7 +328,7 @@ class OpenAIChatModel:
                 logger.warning("%s; retry %d of %d in %.2fs", retry.error, attempt, self.max_retries, delay)
                 await self._sleep(delay)
 
-    def _adjust(self, request: dict[str, Any], retry: _Retry) -> bool:
+    def _adjust(self, request: dict[str, Any], retry: Retry) -> bool:
         """Change ``request`` as ``retry.adjust`` says and remember it for this endpoint; False
         when that change was already made (the same refusal again is the caller's error)."""
         match retry.adjust:
@@ -404,7 +382,7 @@ class OpenAIChatModel:
             for event in assembler.close():
                 yield event
         except ModelUnavailable as exc:
-            raise _Retry(exc) from None
+            raise Retry(exc) from None
         except openai.OpenAIError as exc:
             translated = self._translate(exc, request.get("timeout", self.timeout), started=started)
             raise translated from translated.__cause__
@@ -416,96 +394,16 @@ class OpenAIChatModel:
 
     # -- errors and backoff ------------------------------------------------------------------
 
-    def _translate(self, exc: openai.OpenAIError, timeout: float, *, started: bool = False) -> ModelError | _Retry:
-        """The ModelError for an SDK error, wrapped in ``_Retry`` when retrying may help.
-        ``started``: the answer had begun streaming when ``exc`` happened."""
-        where = f"{self.name} at {redact_url(self.base_url)}"
-        if isinstance(exc, openai.APITimeoutError):
-            if started:
-                message = f"the model {where} stopped sending for {timeout:g}s after its answer had started"
-            else:
-                message = f"the model {where} did not answer within {timeout:g}s"
-            return self._caused(ModelTimeout(message), exc)
-        if isinstance(exc, openai.APIConnectionError):
-            return _Retry(self._caused(ModelUnavailable(f"cannot reach the model {where}: {_cause(exc)}"), exc))
-        if isinstance(exc, openai.APIResponseValidationError):
-            return self._caused(
-                MalformedResponse(f"the model {where} sent a response that is not a chat completion"), exc
-            )
-        if isinstance(exc, openai.APIStatusError):
-            return self._translate_status(exc, where)
-        if isinstance(exc, openai.APIError):  # an error event inside a stream that began with 200 OK
-            return self._translate_in_stream(exc, where)
-        return self._caused(ModelError(f"the model {where} failed: {type(exc).__name__}"), exc)
-
-    def _translate_in_stream(self, exc: openai.APIError, where: str) -> ModelError | _Retry:
-        """An in-stream error is classified like an HTTP error; its own ``code`` (llama.cpp sends
-        the status it would have used) stands in for the status."""
-        body = exc.body
-        detail = self._scrub(error_text(body, exc.message or ""))
-        raw_code = body.get("code") if isinstance(body, dict) else None
-        status = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else None
-        kind = classify(status=status, text=detail, code=error_code(body))
-        if kind is ErrorKind.CONTEXT_LENGTH:
-            message = f"the request does not fit the context window of {where}: {detail}"
-            return self._caused(ContextLengthExceeded(message, window=window_hint(body, detail)), exc)
-        if kind is ErrorKind.TEMPLATE:
-            return _Retry(self._caused(ChatTemplateRejected(_template_message(where, detail)), exc), adjust="fold")
-        if kind in (ErrorKind.TRANSIENT, ErrorKind.RATE_LIMITED):
-            return _Retry(
-                self._caused(ModelUnavailable(f"the model {where} reported an error while streaming: {detail}"), exc)
-            )
-        return self._caused(ModelRejected(f"the model {where} reported an error while streaming: {detail}"), exc)
-
-    def _translate_status(self, exc: openai.APIStatusError, where: str) -> ModelError | _Retry:
-        status = exc.status_code
-        detail = self._scrub(error_text(exc.body, _status_text(exc)))
-        kind = classify(status=status, text=detail, code=error_code(exc.body) or (exc.code or ""))
-        if kind is ErrorKind.CONTEXT_LENGTH:
-            message = f"the request does not fit the context window of {where}: {detail}"
-            return self._caused(
-                ContextLengthExceeded(message, status_code=status, window=window_hint(exc.body, detail)), exc
-            )
-        if kind is ErrorKind.TEMPLATE:
-            error = ChatTemplateRejected(_template_message(where, detail), status_code=status)
-            return _Retry(self._caused(error, exc), adjust="fold")
-        if kind is ErrorKind.STREAM_OPTIONS:
-            message = f"the model {where} rejected stream_options (HTTP {status}): {detail}"
-            return _Retry(self._caused(ModelRejected(message, status_code=status), exc), adjust="stream_options")
-        if kind is ErrorKind.RESPONSE_FORMAT:
-            message = f"the model {where} rejected response_format (HTTP {status}): {detail}"
-            return _Retry(self._caused(ModelRejected(message, status_code=status), exc), adjust="response_format")
-        if kind is ErrorKind.TOOLS_UNSUPPORTED:
-            message = f"the model {where} rejected the tools (HTTP {status}): {detail}"
-            return _Retry(self._caused(ModelRejected(message, status_code=status), exc), adjust="tools")
-        if kind is ErrorKind.RATE_LIMITED:
-            retry_after = _retry_after(exc)
-            message = f"the model {where} is rate limiting requests (HTTP 429): {detail}"
-            return _Retry(self._caused(RateLimited(message, retry_after=retry_after), exc), retry_after)
-        if kind is ErrorKind.TRANSIENT:
-            message = f"the model {where} failed with HTTP {status}: {detail}"
-            return _Retry(self._caused(ModelUnavailable(message, status_code=status), exc), _retry_after(exc))
-        hint = {
-            401: " (check OPENAI_API_KEY)",
-            403: " (check OPENAI_API_KEY and the account's access to this model)",
-            404: " (check OPENAI_BASE_URL, usually ending in /v1, and OPENAI_MODEL)",
-        }.get(status, "")
-        message = f"the model {where} rejected the request with HTTP {status}{hint}: {detail}"
-        return self._caused(ModelRejected(message, status_code=status), exc)
+    def _translate(self, exc: openai.OpenAIError, timeout: float, *, started: bool = False) -> ModelError | Retry:
+        """The ModelError for an SDK error (agents.llm.openai_errors)."""
+        return translate(exc, where=f"{self.name} at {redact_url(self.base_url)}", timeout=timeout, started=started,
+                         scrub=self._scrub)
 
     def _scrub(self, text: str) -> str:
         """``text`` without the API key, the base URL's credentials, or anything close to them
         (servers echo what they were sent in error messages): agents.llm.scrub."""
         key = self._api_key if self._api_key != PLACEHOLDER_API_KEY else None
         return scrub_secrets(text, key=key, base_url=self.base_url)
-
-    def _caused(self, error: ModelError, exc: openai.OpenAIError) -> ModelError:
-        """``error`` chained to the SDK error, unless that one carries the key (a traceback of
-        the chain would print it)."""
-        leaks = self._scrub(f"{exc} {getattr(exc, 'body', '')!r}") != f"{exc} {getattr(exc, 'body', '')!r}"
-        error.__cause__ = None if leaks else exc
-        error.__suppress_context__ = True
-        return error
 
     def _delay(self, attempt: int, retry_after: float | None) -> float | None:
         """Seconds before retry number ``attempt + 1``; None when the server asks for longer
@@ -514,42 +412,3 @@ class OpenAIChatModel:
             return retry_after if retry_after <= self.max_retry_after else None
         ceiling = min(self.backoff_max, self.backoff_base * 2**attempt)
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
-
-
-def _cause(exc: BaseException) -> str:
-    cause = exc.__cause__ or exc.__context__
-    return f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
-
-
-def _status_text(exc: openai.APIStatusError) -> str:
-    """The response's own text (the SDK's message prefixes it with "Error code: N - ")."""
-    try:
-        text = exc.response.text
-    except Exception:  # a streamed response whose body was not read
-        text = ""
-    return text.strip() or (exc.message or "")
-
-
-def _template_message(where: str, detail: str) -> str:
-    return (
-        f"the model {where} cannot format this conversation with its chat template (asked again only when "
-        f"folding tool turns into alternating text changed the request; a server-side template problem): {detail}"
-    )
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    """The server's wait hint: ``retry-after-ms``, or ``retry-after`` in seconds or as a date."""
-    headers = exc.response.headers
-    try:
-        if (ms := headers.get("retry-after-ms")) is not None:
-            return max(0.0, float(ms) / 1000)
-        raw = headers.get("retry-after")
-        if raw is None:
-            return None
-        try:
-            return max(0.0, float(raw))
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(raw)
-            return max(0.0, when.timestamp() - time.time())
-    except (TypeError, ValueError, OverflowError):
-        return None
