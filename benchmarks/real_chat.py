@@ -216,13 +216,15 @@ def task_outcomes() -> dict:
 def worker_preemptions() -> int:
     """Background calls the worker gave up to a turn (its log says so each time)."""
     path = Path(os.environ["MODEX_WORKSPACE"]) / "worker.log"
-    return path.read_text(errors="replace").count("gave the model up to a chat turn") if path.exists() else 0
+    return path.read_text(errors="replace").count("gave the model up to chat") if path.exists() else 0
 
 
 async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bool, pause: float,
-               session_id: str, server_log: Path | None = None) -> ChatRun:
+               session_id: str, server_log: Path | None = None, typing: float = 0.0) -> ChatRun:
     """One conversation; ``background`` off leaves out the hooks that queue memory work (the
-    review, the Dream Engine's binding), cleanup inside the turns stays on either way."""
+    review, the Dream Engine's binding), cleanup inside the turns stays on either way. The last
+    ``typing`` seconds of each pause, the user types, and the runtime hears so as the chat page
+    tells it (``chat.user_typing``: a signal every 2 s while typing)."""
     from agents.declarations import get_declaration
     from agents.runtime import cleanup
     from agents.runtime.events import (
@@ -274,7 +276,7 @@ async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bo
         log(f"  [{mode}] turn {n}: first token {first if first is None else round(first, 2)} s, "
             f"turn {record.turn_s:.1f} s{' (cleanup)' if record.cleanup else ''}{' FAILED' if record.failed else ''}"
             f"; changed from: {record.changed}; server: {calls}")
-        await asyncio.sleep(pause)  # the user reads and types: background work may start meanwhile
+        await _pause(services, session, pause, typing if n < len(texts) else 0.0)  # the last reply is only read
     stats = services.gate.stats if services.gate is not None else None
     if stats is not None:
         run.gate = {"chat_calls": stats.chat_calls, "chat_max_wait_s": round(stats.chat_max_wait, 3),
@@ -283,10 +285,24 @@ async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bo
     return run
 
 
+async def _pause(services, session, pause: float, typing: float) -> None:
+    """The user reads the reply (background work may start meanwhile), then types the next
+    message for ``typing`` seconds, signalled as the chat page does."""
+    await asyncio.sleep(max(0.0, pause - typing))
+    typed = 0.0
+    while typed < typing:
+        if services.gate is not None:
+            await asyncio.to_thread(services.gate.mark_typing, services.model, session=session)
+        step = min(2.0, typing - typed)
+        await asyncio.sleep(step)
+        typed += step
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="A long chat with SmolLM2 on llama-server, memory on")
     parser.add_argument("--turns", type=int, default=30)
-    parser.add_argument("--pause", type=float, default=8.0, help="seconds between turns (the user typing)")
+    parser.add_argument("--pause", type=float, default=8.0, help="seconds between turns (the user reading and typing)")
+    parser.add_argument("--typing", type=float, default=0.0, help="of which the last seconds typing (signalled)")
     parser.add_argument("--slots", type=int, default=2, help="llama-server slots (-np; the window of each is 8192)")
     parser.add_argument("--threshold", type=int, default=1500)
     parser.add_argument("--keep", type=int, default=500)
@@ -301,7 +317,7 @@ def main() -> None:
         worker = start_worker()
         try:
             run = asyncio.run(chat(mode="on", texts=conversation(args.turns), background=True, pause=args.pause,
-                                   session_id="long-chat"))
+                                   session_id="long-chat", typing=args.typing))
             time.sleep(30)  # the worker catches up on the memory work the chat kept waiting
         finally:
             stop_worker(worker)

@@ -142,10 +142,13 @@ BATCH = 64
 
 
 def command(*, binary: Path, model: Path, port: int, template: str = "own", context: int = 8192, threads: int = 1,
-            slots: int = 1, batch: int | None = BATCH) -> list[str]:
-    """The llama-server command line ``serve`` runs (``batch`` None: the server's default)."""
+            slots: int = 1, batch: int | None = BATCH, greedy: bool = False) -> list[str]:
+    """The llama-server command line ``serve`` runs (``batch`` None: the server's default;
+    ``greedy``: temperature 0, so the same prompt gets the same reply, for comparisons)."""
     argv = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(context),
             "-np", str(slots), "-t", str(threads), "--alias", ALIAS]
+    if greedy:
+        argv += ["--temp", "0"]
     if batch is not None:
         argv += ["-b", str(batch), "-ub", str(batch)]
     if (path := template_path(template)) is not None:
@@ -156,7 +159,7 @@ def command(*, binary: Path, model: Path, port: int, template: str = "own", cont
 @contextlib.contextmanager
 def serve(*, template: str = "own", port: int | None = None, context: int = 8192, threads: int = 1,
           slots: int = 1, batch: int | None = BATCH, binary: Path | None = None,
-          model: Path | None = None) -> Iterator[Server]:
+          model: Path | None = None, greedy: bool = False) -> Iterator[Server]:
     """Run llama-server with ``model`` (default SmolLM2) until the block ends (``-t 1``: with
     other work on two cores one thread was the fastest; ``batch``: see ``BATCH``). The binary's
     own folder is on the library path, for a build whose shared libraries sit beside it."""
@@ -166,7 +169,7 @@ def serve(*, template: str = "own", port: int | None = None, context: int = 8192
     port = port or free_port()
     alias = ALIAS
     command_line = command(binary=Path(binary), model=model or model_path(), port=port, template=template,
-                           context=context, threads=threads, slots=slots, batch=batch)
+                           context=context, threads=threads, slots=slots, batch=batch, greedy=greedy)
     CACHE.mkdir(parents=True, exist_ok=True)
     log_path = CACHE / f"server-{template}-{port}.log"
     with open(log_path, "wb") as out:

@@ -37,6 +37,11 @@ def test_the_batch_can_be_left_to_the_server():
     assert "-b" not in argv and "-ub" not in argv
 
 
+def test_a_comparison_can_ask_for_greedy_replies():
+    assert _flag(_argv(greedy=True), "--temp") == "0"
+    assert "--temp" not in _argv()  # the model's own sampling otherwise
+
+
 # Lines as llama-server 0.6 writes them (one finished call per slot, one cancelled mid-prompt).
 LOG = """\
 1.13.733.805 I slot get_availabl: id  1 | task -1 | selected slot by id (1)
