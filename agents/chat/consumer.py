@@ -19,9 +19,11 @@ Frames from the client are JSON objects, as the htmx ws extension sends a form (
   it after a failed turn: the same, with its stored text;
 * ``{"action": "sync"}``: re-render the whole conversation (the page sends it at every connect);
   while a turn runs, with the reply so far, and the rest follows live.
-* ``{"action": "typing"}``: the user is typing a message (the page sends it at most every
-  TYPING_EVERY seconds while they do): background memory work on a gated model endpoint waits
-  (``chat.user_typing``). No answer; ignored while a turn runs.
+* ``{"action": "typing"}``: the user is typing a message (the page sends it at most every 2 s
+  while they do): background memory work on a gated model endpoint waits (``chat.user_typing``),
+  passed on at most every TYPING_EVERY seconds and for at most MAX_TYPING_SECONDS since the
+  socket's last message (a client cannot hold background work back for ever). No answer;
+  ignored while a turn of the conversation runs in this process.
 
 Anything else (binary, non-JSON, another shape, more than MAX_FRAME_BYTES) gets an error
 fragment and the socket stays open.
@@ -102,6 +104,8 @@ EARLIER_TURN_ENDED = (
 #: A socket writes a typing signal to the gate at most this often (the page sends one at most
 #: every 2 s; the mark holds agents.runtime.gate.TYPING_HOLD seconds).
 TYPING_EVERY = 1.5
+#: ... and for at most this long after the socket's first signal since its last message.
+MAX_TYPING_SECONDS = 120.0
 SHAPE = 'Expected a JSON object such as {"message": "your text"} or {"action": "stop"}.'
 
 _STOPPED = turns.STOPPED  # queued when the turn was stopped (its repair has landed)
@@ -128,6 +132,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     _counted = False  # this socket counts against its user's cap (sockets.limits)
     _shut_code: int | None = None  # closing for good (revoked, deleted): no frame is read any more
     _typed_at = float("-inf")  # when this socket last passed a typing signal on (loop time)
+    _typing_since: float | None = None  # its first signal since its last message (loop time)
     participants: tuple[str, ...] = ()  # the user's names (user_memory.participant_names)
     _groups: tuple[str, ...] = ()
 
@@ -337,12 +342,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self._unwatch()
         self._watching = turn
         self.stream.recorded = turn.recorded
+        self._typing_since = None  # the message is sent: the next one may be typed as long
 
     async def _typing(self) -> None:
         """Pass the user's typing on to the model-call gate (awaited: a message sent right after
         finds the mark taken, and the turn's own mark replaces it)."""
         now = asyncio.get_running_loop().time()
         if self.agent is None or self._running() or now - self._typed_at < TYPING_EVERY:
+            return
+        if self._typing_since is None:
+            self._typing_since = now
+        elif now - self._typing_since > MAX_TYPING_SECONDS:
             return
         self._typed_at = now
         try:

@@ -237,10 +237,14 @@ class ModelGate:
                               holder=f"turn|{mark}")
         if session is not None:
             key = lease_key(_typing_name(endpoint, session))
-            current = self.kv.get(_SCOPE, key)
-            if current is not None:
-                with contextlib.suppress(ConcurrentChange):  # signalled again meanwhile: it runs out by itself
+            try:
+                current = self.kv.get(_SCOPE, key)
+                if current is not None:
                     self.kv.delete(_SCOPE, key, expected_version=current.version)
+            except ConcurrentChange:  # signalled again meanwhile: it runs out by itself
+                pass
+            except Exception:  # the turn goes on with its mark; the typing mark runs out by itself
+                logger.warning("could not drop the typing mark of %s", session.key(), exc_info=True)
         return lease
 
     def mark_typing(self, model: Any, *, session: Scope, hold: float = TYPING_HOLD) -> bool:

@@ -87,3 +87,32 @@ async def test_typing_without_a_gate_changes_nothing_and_says_nothing(chat_runti
     await send(comm, "hello")
     await receive_until(comm, IDLE)
     await comm.disconnect()
+
+
+async def test_a_socket_passes_typing_on_for_a_bounded_time_between_messages(
+        gated_runtime, fake_openai, django_user_model, monkeypatch):
+    """A client that says it types for ever does not hold background work back for ever: after
+    MAX_TYPING_SECONDS without a message the signals are dropped; a message sent starts anew."""
+    monkeypatch.setattr(consumer, "TYPING_EVERY", 0.0)
+    monkeypatch.setattr(consumer, "MAX_TYPING_SECONDS", 0.5)
+    fake_openai.script(Reply(content="Noted."))
+    user = await sync_to_async(django_user_model.objects.create_user)(username="endless", password="end-pw-12345")
+    conversation = await sync_to_async(chat.create_conversation)(user=user, agent="default")
+    comm = await connected(conversation, user)
+    marks = sync_to_async(turn_marks)
+
+    await comm.send_to(text_data=TYPING)
+    assert await comm.receive_nothing(timeout=0.2)
+    first = await marks(gated_runtime)
+    assert len(first) == 1
+    await asyncio.sleep(0.5)
+    await comm.send_to(text_data=TYPING)  # past the limit: not extended
+    assert await comm.receive_nothing(timeout=0.2)
+    assert await marks(gated_runtime) == first
+
+    await send(comm, "Remember that I like figs.")
+    await receive_until(comm, IDLE)
+    await comm.send_to(text_data=TYPING)  # a new message being typed: passed on again
+    assert await comm.receive_nothing(timeout=0.2)
+    assert any(".turn.typing-" in key for key in await marks(gated_runtime))
+    await comm.disconnect()

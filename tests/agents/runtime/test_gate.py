@@ -20,6 +20,7 @@ from agents.llm.openai import OpenAIChatModel
 from agents.runtime.gate import BACKGROUND, FOREGROUND, ModelGate, endpoint_id
 from memory.locks import acquire_lease
 from memory.scopes import GlobalScope, SessionScope
+from memory.stores.base import StorageUnavailable
 from memory.stores.registry import open_bundle
 from memory.threads import run_blocking
 from tests.fakes.openai_server import FAKE_API_KEY, Pause, RawStream, Reply, chunk
@@ -199,12 +200,43 @@ async def test_typing_cuts_a_running_background_call_and_the_turn_takes_the_mark
     after = await asyncio.to_thread(listed)
     assert len(after) == 2 and held.key in after and set(before) - set(after) == {
         k for k in before if k.endswith(hashlib.sha1(typing.key().encode()).hexdigest()[:16])}
-    assert not dream.done()  # the other conversation's user still types, and the turn runs
+    await asyncio.sleep(0.3)  # several background polls
+    assert not dream.done()  # the turn runs
     await gate.keep(held, name="t").end()
-    assert not dream.done()
+    await asyncio.sleep(0.3)
+    assert not dream.done() and len(fake_openai.chat_requests) == 1  # the other conversation's user still types
     for item in await asyncio.to_thread(threaded_bundle.kv.list, GlobalScope(), prefix=f"lease.gate.{ep}.turn."):
         await asyncio.to_thread(threaded_bundle.kv.delete, GlobalScope(), item.key)  # that user stops typing
     assert (await dream).content == "whole dream" and gate.stats.preempted == 1
+
+
+async def test_a_turn_goes_on_when_its_typing_mark_cannot_be_dropped(threaded_bundle, fake_openai, caplog):
+    """The store fails while the turn drops the typing mark: the turn keeps its own mark (and
+    gives it back as always), the typing mark runs out by itself."""
+    model = model_for(fake_openai)
+    typing = SessionScope("typing4")
+
+    class DropFails:  # the store seam: its first delete of a typing mark fails
+        def __init__(self, kv):
+            self.kv, self.failed = kv, False
+
+        def __getattr__(self, name):
+            return getattr(self.kv, name)
+
+        def delete(self, scope, key, **kwargs):
+            if ".turn.typing-" in key and not self.failed:
+                self.failed = True
+                raise StorageUnavailable("database is locked")
+            return self.kv.delete(scope, key, **kwargs)
+
+    gate = ModelGate(kv=DropFails(threaded_bundle.kv), poll=0.02, background_poll=0.05)
+    await run_blocking(gate.mark_typing, model, session=typing, hold=0.5)
+    held = await run_blocking(gate.mark_turn, model, session=typing)
+    assert held is not None and "could not drop the typing mark" in caplog.text
+    assert (await asyncio.to_thread(gate.state, model)).turns == 2
+    await gate.keep(held, name="t").end()
+    await asyncio.sleep(0.6)
+    assert (await asyncio.to_thread(gate.state, model)).turns == 0  # nothing left behind
 
 
 # -- across processes --------------------------------------------------------------------------
