@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -90,6 +91,8 @@ class TurnRecord:
     turn_s: float
     failed: str | None = None
     cleanup: bool = False
+    #: the turn's cleanup wrote the deterministic fallback summary, not the model's
+    fallback_summary: bool | None = None
     reply: str = ""
     recalled: bool | None = None
     #: the server's account of the turn's model calls (``server_tasks``): slot, prompt tokens it
@@ -100,6 +103,8 @@ class TurnRecord:
     change: dict = field(default_factory=dict)
     #: the calls the server finished in the pause before this turn (background work)
     before: list[dict] = field(default_factory=list)
+    #: a digest of the turn's first request (``request_segments``): equal digests, same request
+    request: str = ""
 
 
 @dataclass
@@ -228,6 +233,7 @@ async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bo
     from agents.declarations import get_declaration
     from agents.runtime import cleanup
     from agents.runtime.events import (
+        CleanupDone,
         CleanupStarted,
         ContentChunk,
         ContextReady,
@@ -258,9 +264,12 @@ async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bo
             if isinstance(event, ContextReady) and event.context is not None and event.step == 1:
                 segments = request_segments(event.context)
                 record.changed, record.change = first_change(previous, segments)
+                record.request = hashlib.sha1(json.dumps(segments).encode("utf-8", "surrogatepass")).hexdigest()
                 previous = segments
             if isinstance(event, CleanupStarted):
                 record.cleanup = True
+            elif isinstance(event, CleanupDone) and event.committed:
+                record.fallback_summary = event.fallback_summary
             elif isinstance(event, TurnFailed):
                 record.failed = f"{event.kind}: {event.error}"[:300]
             elif isinstance(event, TurnFinished) and event.message is not None:
@@ -328,6 +337,8 @@ def main() -> None:
     recalled = [t for t in run.turns if t.recalled is not None]
     print(json.dumps({
         "turns": len(run.turns), "failed": len(failed), "cleanups": sum(t.cleanup for t in run.turns),
+        "summaries_by_the_model": sum(t.fallback_summary is False for t in run.turns),
+        "fallback_summaries": sum(t.fallback_summary is True for t in run.turns),
         "first_token_median_s": run.median("first_token_s"), "turn_median_s": run.median("turn_s"),
         "recalled": f"{sum(bool(t.recalled) for t in recalled)}/{len(recalled)}", "gate": run.gate, "tasks": run.tasks,
         "capabilities": run.capabilities,
