@@ -44,6 +44,7 @@ costs more than a bounded number of calls.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -64,6 +65,7 @@ from memory.compression.summary_input import (
     merge_prompt,
     plan_chunks,
     section_prompt,
+    section_tokens,
     single_section_prompt,
     serialize_message,
     shorten_prompt,
@@ -177,7 +179,9 @@ def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
-async def _invoke(summarizer: Summarizer, prompt: ChatPrompt, timeout: float) -> Any:
+async def _invoke(summarizer: Summarizer, prompt: ChatPrompt, timeout: float, overrides: dict[str, Any]) -> Any:
+    if overrides:
+        summarizer = functools.partial(summarizer, **overrides)
     if _is_async(summarizer):
         return await asyncio.wait_for(summarizer(prompt), timeout)
     result = await asyncio.wait_for(_in_daemon_thread(summarizer, prompt), timeout)
@@ -233,12 +237,19 @@ class _Caller:
         SummarizerFailed with ``answered`` at once."""
         return await self._attempts(prompt, self.options.max_retries + 1, clean_reply, retry_useless=False)
 
-    async def once(self, prompt: ChatPrompt) -> str:
-        """One attempt, no retry, any text accepted (a follow-up for one section)."""
-        return await self._attempts(prompt, 1, _text, retry_useless=False)
+    async def once(self, prompt: ChatPrompt, *, max_tokens: int | None = None) -> str:
+        """One attempt, no retry, any text accepted (a follow-up for one section). A summarizer
+        that sends a completion cap (``max_tokens``: the model adapter's) sends ``max_tokens``
+        instead when that is lower: a small model that rambles on stops there, not at the cap
+        of a whole summary (512 tokens took 25-30 s a call with SmolLM2 on a CPU)."""
+        cap = getattr(self.summarizer, "max_tokens", None)
+        lower = max_tokens is not None and isinstance(cap, int) and max_tokens < cap
+        return await self._attempts(prompt, 1, _text, retry_useless=False,
+                                    overrides={"max_tokens": max_tokens} if lower else {})
 
     async def _attempts(
-        self, prompt: ChatPrompt, attempts: int, clean: Callable[[Any], str], *, retry_useless: bool = True
+        self, prompt: ChatPrompt, attempts: int, clean: Callable[[Any], str], *, retry_useless: bool = True,
+        overrides: dict[str, Any] | None = None,
     ) -> str:
         reason = "no attempt made"
         for attempt in range(attempts):
@@ -247,7 +258,7 @@ class _Caller:
             self.calls += 1
             self.prompts.append(prompt)
             try:
-                return clean(await _invoke(self.summarizer, prompt, self.options.timeout))
+                return clean(await _invoke(self.summarizer, prompt, self.options.timeout, overrides or {}))
             except (TimeoutError, asyncio.TimeoutError):
                 reason = f"timed out after {self.options.timeout:g}s"
             except InvalidAnswer as exc:
@@ -395,7 +406,8 @@ async def _completed(
     elif options.ask_missing_sections:
         for name in [name for name in SECTIONS if name not in sections]:
             try:
-                reply = await caller.once(section_prompt(prompt, answer, name, max_tokens=options.max_tokens))
+                reply = await caller.once(section_prompt(prompt, answer, name, max_tokens=options.max_tokens),
+                                          max_tokens=section_cap(options.max_tokens))
             except SummarizerFailed:
                 break  # the model is failing now: do not ask it again and again
             body = _section_body(reply, name)
@@ -416,6 +428,12 @@ async def _completed(
     return sections, from_model
 
 
+def section_cap(max_tokens: int) -> int:
+    """The completion cap of a one-section answer: twice what it is asked to fit (a model counts
+    roughly; an answer cut there loses the end of one line, not a section)."""
+    return 2 * section_tokens(max_tokens)
+
+
 #: Useless replies in a row (an error text, a refusal, the transcript said back) that end the
 #: questions: one may be a small model's bad draw, two mean it is not helping.
 USELESS_IN_A_ROW = 2
@@ -426,7 +444,8 @@ async def _section_by_section(caller: _Caller, prompt: ChatPrompt, *, options: S
     useless = 0
     for name in SECTIONS:
         try:
-            reply = await caller.once(single_section_prompt(prompt, name, max_tokens=options.max_tokens))
+            reply = await caller.once(single_section_prompt(prompt, name, max_tokens=options.max_tokens),
+                                      max_tokens=section_cap(options.max_tokens))
         except SummarizerFailed as exc:
             if not exc.answered:
                 break  # the endpoint is failing: no more questions

@@ -209,6 +209,11 @@ def merge_prompt(parts: Sequence[str], *, previous: str | None, max_tokens: int)
     ]
 
 
+def section_tokens(max_tokens: int) -> int:
+    """The tokens a one-section answer is asked to fit, for a summary of ``max_tokens``."""
+    return max(32, max_tokens // 4)
+
+
 def section_prompt(prompt: ChatPrompt, answer: str, name: str, *, max_tokens: int) -> ChatPrompt:
     """``prompt`` and its ``answer``, then a request for the one section ``name`` it lacks.
 
@@ -220,7 +225,7 @@ def section_prompt(prompt: ChatPrompt, answer: str, name: str, *, max_tokens: in
         {
             "role": "user",
             "content": f"Now write only the \"{name}\" section: {GUIDE[name]}. Answer with short lines starting "
-            f"with \"- \" (or \"- none\"), at most {max(32, max_tokens // 4)} tokens, nothing else.",
+            f"with \"- \" (or \"- none\"), at most {section_tokens(max_tokens)} tokens, nothing else.",
         },
     ]
 
@@ -241,7 +246,7 @@ def single_section_prompt(prompt: ChatPrompt, name: str, *, max_tokens: int) -> 
         {
             "role": "user",
             "content": f"{material}\n\nWrite the \"{name}\" of this conversation: {GUIDE[name]}. Answer with "
-            f"short lines starting with \"- \" (or \"- none\"), at most {max(32, max_tokens // 4)} tokens, "
+            f"short lines starting with \"- \" (or \"- none\"), at most {section_tokens(max_tokens)} tokens, "
             "nothing else.",
         },
     ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 
@@ -73,6 +74,12 @@ async def test_the_summary_and_the_dream_calls_carry_their_caps(tmp_path, backen
     for n in range(6):
         await turn(runtime, agent, session, f"Message {n}: " + "words about the garden and the weather " * 20)
     assert 333 in [r.json.get("max_tokens") for r in fake_openai.chat_requests]  # the cleanup's compact summary
+    # The answer was no template: each section is asked alone, capped at twice what it may take.
+    questions = [r.json for r in fake_openai.chat_requests if 'Write the "' in r.json["messages"][-1]["content"]]
+    assert questions
+    for question in questions:
+        asked = int(re.search(r"at most (\d+) tokens", question["messages"][-1]["content"]).group(1))
+        assert question["max_tokens"] == min(333, 2 * asked) < 333
     before = len(fake_openai.chat_requests)
     await dream_engine(services=services).aconsolidate(agent=agent.name, user="7", config=agent.memory_config,
                                                        mode="incremental")

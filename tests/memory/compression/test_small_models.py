@@ -247,6 +247,44 @@ def test_questions_stop_at_two_useless_replies_in_a_row_and_what_was_written_is_
     assert "[3] user" not in outcome.content and "- seq " in sections["Reasoning trail"]
 
 
+class Capped(Chatty):
+    """Chatty behind a model adapter that sends a completion cap and takes a lower one per call."""
+
+    def __init__(self, cap: int, *replies: str | Exception) -> None:
+        super().__init__(*replies)
+        self.max_tokens = cap
+        self.caps: list[int | None] = []
+
+    def __call__(self, messages, max_tokens=None):  # type: ignore[no-untyped-def, override]
+        self.caps.append(max_tokens)
+        return super().__call__(messages)
+
+
+def test_a_question_for_one_section_is_capped_at_what_it_is_asked_to_fit() -> None:
+    history = stored(dated_conversation(tail_turns=0))
+    # A summary of 400 tokens: each section is asked to fit 100, and capped at 200 instead of the
+    # adapter's 512 (the whole summary's cap: what a rambling small model writes to the end).
+    model = Capped(512, "- On 8 May 2023 the user asked about topic 0.")
+    outcome = compose(model, history, max_tokens=400)
+    assert outcome.calls == 1 + len(SECTIONS)
+    assert model.caps == [None] + [200] * len(SECTIONS)  # the template itself keeps the adapter's cap
+    assert "at most 100 tokens" in model.prompts[1][1]["content"]
+    # Never above the adapter's own cap; a follow-up for a missing section is capped the same way.
+    low = Capped(150, "- On 8 May 2023 the user asked about topic 0.")
+    compose(low, history, max_tokens=400)
+    assert low.caps == [None] * (1 + len(SECTIONS))
+    answers = iter([PARTIAL, "- The user likes practical explanations."] + ["- none"] * len(SECTIONS))
+
+    class Partial(Capped):
+        def __call__(self, messages, max_tokens=None):  # type: ignore[no-untyped-def, override]
+            self.caps.append(max_tokens)
+            return next(answers)
+
+    follow = Partial(512)
+    compose(follow, history, max_tokens=400)
+    assert follow.caps[0] is None and follow.caps[1:] and set(follow.caps[1:]) == {200}
+
+
 def test_a_model_that_answers_no_question_usefully_gets_the_fallback() -> None:
     model = Chatty("I'm sorry, I can't help with that.")
     outcome = compose(model, stored(dated_conversation(tail_turns=0)))
