@@ -46,12 +46,17 @@ def turn_marks(runtime) -> dict[str, int]:
     return {item.key: item.version for item in runtime.services.bundle.kv.list(GlobalScope(), prefix=prefix)}
 
 
+async def opened(django_user_model, username: str):
+    """A new user's new conversation with the default agent, and a socket on it."""
+    user = await sync_to_async(django_user_model.objects.create_user)(username=username, password=f"{username}-pw-12345")
+    conversation = await sync_to_async(chat.create_conversation)(user=user, agent="default")
+    return await connected(conversation, user)
+
+
 async def test_typing_marks_the_gate_once_per_interval_and_the_turn_takes_its_place(
         gated_runtime, fake_openai, django_user_model):
     fake_openai.script(Reply(content="Porto is lovely in May."))
-    user = await sync_to_async(django_user_model.objects.create_user)(username="typist", password="type-pw-12345")
-    conversation = await sync_to_async(chat.create_conversation)(user=user, agent="default")
-    comm = await connected(conversation, user)
+    comm = await opened(django_user_model, "typist")
     marks = sync_to_async(turn_marks)
 
     await comm.send_to(text_data=TYPING)
@@ -78,9 +83,7 @@ async def test_typing_marks_the_gate_once_per_interval_and_the_turn_takes_its_pl
 
 
 async def test_typing_without_a_gate_changes_nothing_and_says_nothing(chat_runtime, django_user_model):
-    user = await sync_to_async(django_user_model.objects.create_user)(username="offline", password="off-pw-12345")
-    conversation = await sync_to_async(chat.create_conversation)(user=user, agent="default")
-    comm = await connected(conversation, user)
+    comm = await opened(django_user_model, "offline")
     await comm.send_to(text_data=TYPING)
     assert await comm.receive_nothing(timeout=0.3)
     assert await sync_to_async(chat_runtime.services.bundle.kv.list)(GlobalScope(), prefix="lease.gate.") == []
@@ -96,9 +99,7 @@ async def test_a_socket_passes_typing_on_for_a_bounded_time_between_messages(
     monkeypatch.setattr(consumer, "TYPING_EVERY", 0.0)
     monkeypatch.setattr(consumer, "MAX_TYPING_SECONDS", 0.5)
     fake_openai.script(Reply(content="Noted."))
-    user = await sync_to_async(django_user_model.objects.create_user)(username="endless", password="end-pw-12345")
-    conversation = await sync_to_async(chat.create_conversation)(user=user, agent="default")
-    comm = await connected(conversation, user)
+    comm = await opened(django_user_model, "endless")
     marks = sync_to_async(turn_marks)
 
     await comm.send_to(text_data=TYPING)
