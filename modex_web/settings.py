@@ -243,6 +243,12 @@ if MODEX_EMBEDDINGS not in ("offline", "off"):
 MODEX_RECALL_MIN_SIMILARITY = env_float("MODEX_RECALL_MIN_SIMILARITY", 0.25, minimum=-1.0)
 MODEX_RECALL_CACHE_MESSAGES = env_int("MODEX_RECALL_CACHE_MESSAGES", 300_000, minimum=1000)
 MODEX_ARCHIVE_IDLE_MINUTES = env_float("MODEX_ARCHIVE_IDLE_MINUTES", 30.0, minimum=0.0)
+# Where recalled messages are sent: "system" (in the archive section, the default) or "message"
+# (at the head of the latest user message, so the system message stays the same from turn to turn
+# and a prefix-caching local server does not read the whole conversation again each turn).
+MODEX_RECALL_PLACEMENT = (env_str("MODEX_RECALL_PLACEMENT", "system") or "system").strip().lower()
+if MODEX_RECALL_PLACEMENT not in ("system", "message"):
+    raise ImproperlyConfigured(f"MODEX_RECALL_PLACEMENT={MODEX_RECALL_PLACEMENT!r} must be 'system' or 'message'.")
 # Model calls (agents/llm/settings.py ModelCaps, agents/llm/gate.py): a completion-token cap per
 # caller (the chat reply's 0 means the agent's reply reserve: an eighth of the window, at most
 # 1024), and the gate that keeps background memory work from delaying a user's turn.

@@ -16,7 +16,9 @@ copies the model got (``agents.runtime.relay.wire_messages``: governed, truncate
 placeholders and error markers as sent), not the session's stored ones. One step further is
 left to the model adapter: for a server whose chat template accepts only plain alternating
 turns (``fold_roles``, agents.llm.shaping), tool calls and results are folded into text turns
-on the wire; the viewer shows the messages before that folding.
+on the wire; the viewer shows the messages before that folding. With recall sent beside the
+message (``MODEX_RECALL_PLACEMENT=message``) the latest user message is shown as sent, recall at
+its head; the archive section, where recall is counted, shows it as well.
 """
 
 from __future__ import annotations

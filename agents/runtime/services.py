@@ -22,7 +22,7 @@ from agents.llm import ChatModel, OfflineChatModel, model_from_settings
 from agents.llm.embeddings import embedder_from_settings
 from agents.llm.settings import ModelCaps, model_caps
 from agents.runtime.gate import BACKGROUND, FOREGROUND, ModelGate
-from memory.assembly.assembler import ContextAssembler, default_pipeline
+from memory.assembly.assembler import RECALL_IN_SYSTEM, ContextAssembler, default_pipeline
 from memory.compression.pruned import PrunedCatalog
 from memory.hooks import MemoryHookDispatcher, MemoryHookPoint, TodoReorientationHook
 from memory.retrieval.service import Retrieval, retrieval_for
@@ -76,7 +76,10 @@ def build_services(
     hooks.register(MemoryHookPoint.CLEANUP_FINISHED, TodoReorientationHook(kv=bundle.kv))
     retrieval = retrieval_for(bundle.archive, factory=retrieval_from_settings)
     assembler = ContextAssembler(
-        stores=bundle, pipeline=default_pipeline(catalog=catalog, retrieval=retrieval), hooks=hooks
+        stores=bundle,
+        pipeline=default_pipeline(catalog=catalog, retrieval=retrieval),
+        hooks=hooks,
+        recall_placement=str(getattr(settings, "MODEX_RECALL_PLACEMENT", RECALL_IN_SYSTEM)),
     )
     services = MemoryServices(
         bundle=bundle,

@@ -8,6 +8,13 @@ The request, in order:
 2. the tool schemas (sent beside the messages; counted as the "tools" section);
 3. the session's newest messages that fit, repaired and passed through governance.
 
+With ``recall_placement="message"`` the archive's recall (``<archive_recall>``, chosen anew
+for each user message) is sent at the head of the latest user message instead of in the system
+message, and the system message stays the same from turn to turn. A server that caches the
+prompt's prefix (llama.cpp, Ollama, vLLM) then reads only the newest turns again, where recall in
+the system message makes it read the whole conversation again on every turn with archived
+history. The token account is the same either way: recall is part of the archive section.
+
 Assembly is read-only: nothing is written to any store, so the persisted session is the same
 before and after. It ends by dispatching CONTEXT_ASSEMBLED with the token account the chat
 meter shows: one line per section (system, each memory/supplement section, tools, messages)
@@ -21,8 +28,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory.assembly.archive import ArchiveProvider
-from memory.assembly.base import AssemblyContext, MemoryProvider, RenderMemo, Section, elements_tokens
+from memory.assembly.archive import RECALL_TAG, ArchiveProvider
+from memory.assembly.archive import SECTION_NAME as ARCHIVE_SECTION
+from memory.assembly.base import (
+    AssemblyContext,
+    MemoryProvider,
+    RenderMemo,
+    Section,
+    SectionPart,
+    elements_tokens,
+    joined_tokens,
+)
 from memory.assembly.core import CoreMemoryProvider
 from memory.assembly.governance import GovernancePolicy, GovernanceReport
 from memory.assembly.pruned import PrunedProvider
@@ -42,6 +58,14 @@ SYSTEM = "system"
 TOOLS = "tools"
 MESSAGES = "messages"
 SECTION_SEPARATOR = "\n\n"
+#: Where the archive's recall goes: in the system message, in the seed's order of sections (the
+#: default), or at the head of the latest user message (``RECALL_BESIDE_MESSAGE``).
+RECALL_IN_SYSTEM = "system"
+RECALL_BESIDE_MESSAGE = "message"
+RECALL_PLACEMENTS = (RECALL_IN_SYSTEM, RECALL_BESIDE_MESSAGE)
+#: Tokens kept aside for recall's move into a message: the count of the text joined to the
+#: message may differ from the two counts by a piece at the join.
+_JOIN_SLACK = 4
 
 # Room left for the model's reply when the caller does not say: MemoryConfig.reply_reserve (an
 # eighth of the window, at most 1024 tokens), the figure its budget checks count with.
@@ -132,7 +156,8 @@ class ContextAssembler:
     ``pipeline`` is the list of memory providers, run in list order (use ``default_pipeline``);
     ``hooks`` receives CONTEXT_ASSEMBLED (None: nobody listens); ``governance`` is the lens
     applied to the session messages; ``reply_reserve`` tokens of the window are kept free for
-    the model's answer (default: an eighth of the window, at most 1024).
+    the model's answer (default: an eighth of the window, at most 1024); ``recall_placement``
+    says where the archive's recall goes (``RECALL_PLACEMENTS``, see the module's docstring).
     """
 
     def __init__(
@@ -143,9 +168,13 @@ class ContextAssembler:
         hooks: MemoryHookDispatcher | None = None,
         governance: GovernancePolicy | None = None,
         reply_reserve: int | None = None,
+        recall_placement: str = RECALL_IN_SYSTEM,
     ) -> None:
         if reply_reserve is not None and reply_reserve < 0:
             raise ValueError("reply_reserve must not be negative")
+        if recall_placement not in RECALL_PLACEMENTS:
+            raise ValueError(f"recall_placement must be one of {', '.join(RECALL_PLACEMENTS)}, not {recall_placement!r}")
+        self._recall_beside_message = recall_placement == RECALL_BESIDE_MESSAGE
         self._stores = stores
         self._pipeline = tuple(pipeline)
         self._hooks = hooks
@@ -282,10 +311,18 @@ class ContextAssembler:
         # The system message's count from its parts' own: recall changes the archive section
         # every turn, and counting the whole message again each time cost more than the recall.
         shown = [(s.text, s.tokens) for s in sections if s.text]
-        system_text = SECTION_SEPARATOR.join(text for text in (instructions, *(text for text, _ in shown)) if text)
         system_cost = 0
         if instructions or shown:
             system_cost = MESSAGE_OVERHEAD + elements_tokens(shown, separator=SECTION_SEPARATOR, head=instructions)
+        system_text = SECTION_SEPARATOR.join(text for text in (instructions, *(text for text, _ in shown)) if text)
+        recall = _recall_part(sections) if self._recall_beside_message else None
+        full_system = (system_text, system_cost)
+        if recall is not None:
+            # Counted in the system message for the budget (and a little more: the join), sent
+            # with the latest user message.
+            shown = [pair for s in sections if (pair := _without(s, recall))[0]]
+            system_text = SECTION_SEPARATOR.join(text for text in (instructions, *(text for text, _ in shown)) if text)
+            system_cost += _JOIN_SLACK
         budget = limit - system_cost - tool_cost - REPLY_PRIMING
         try:
             chosen = select(tail, budget=budget)
@@ -305,6 +342,15 @@ class ContextAssembler:
         total = system_cost + tool_cost + chosen.tokens + REPLY_PRIMING
         wire = [{"role": "system", "content": system_text}] if system_text else []
         wire.extend(m.to_wire() for m in chosen.messages)
+        if recall is not None:
+            moved = _recall_into_message(wire, chosen.messages, recall)
+            system_cost = 0
+            if system_text:
+                system_cost = MESSAGE_OVERHEAD + elements_tokens(shown, separator=SECTION_SEPARATOR, head=instructions)
+            if moved is None:  # the latest user message was not sent: recall stays where it was
+                wire[: 1 if system_text else 0] = [{"role": "system", "content": full_system[0]}]
+                system_cost, moved = full_system[1], 0
+            total = system_cost + tool_cost + chosen.tokens + moved + REPLY_PRIMING
         return AssembledContext(
             messages=wire,
             tools=[dict(t) for t in tools],
@@ -324,3 +370,36 @@ class ContextAssembler:
             instructions=instructions,
             session_tokens=tail.session_tokens,
         )
+
+
+def _recall_into_message(wire: list[dict[str, Any]], messages: Sequence[Message], recall: SectionPart) -> int | None:
+    """Put ``recall`` at the head of the latest user message in ``wire`` (which ends with
+    ``messages``, the session's) and return the tokens that added; None when no user message was
+    sent (the window left it out) and nothing was changed."""
+    offset = len(wire) - len(messages)
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.role == "user" and not message.is_compact_summary and message.content:
+            content = wire[offset + i].get("content")
+            if not isinstance(content, str):
+                return None
+            joined = recall.text + SECTION_SEPARATOR + content
+            wire[offset + i] = {**wire[offset + i], "content": joined}
+            return count_text(joined) - count_text(content)
+    return None
+
+
+def _recall_part(sections: Sequence[Section]) -> SectionPart | None:
+    """The archive section's recall, if this turn recalled anything."""
+    for section in sections:
+        if section.name == ARCHIVE_SECTION:
+            return next((part for part in section.parts if part.key == RECALL_TAG and part.text), None)
+    return None
+
+
+def _without(section: Section, recall: SectionPart) -> tuple[str, int]:
+    """``section``'s text and tokens with ``recall`` left out (the section's other parts)."""
+    if recall not in section.parts:
+        return section.text, section.tokens
+    rest = [part for part in section.parts if part is not recall]
+    return "\n".join(part.text for part in rest), joined_tokens(rest)

@@ -80,6 +80,27 @@ async def test_what_was_said_in_a_short_conversation_is_recalled_in_the_next(tmp
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_recall_sent_with_the_message_for_a_prefix_caching_server(tmp_path, owner, settings):
+    settings.MODEX_RECALL_PLACEMENT = "message"
+    agent = long_term_agent(core_enabled=False)
+    model = RecordingModel()
+    runtime, services, _ = runtime_setup(tmp_path, "sqlite", agent, model)
+    user = str(owner.pk)
+    await turn(runtime, agent, await new_conversation(owner), PORTO, user=user)
+    second = await new_conversation(owner)
+    events = await turn(runtime, agent, second, "Which city did Maya move to?", user=user)
+
+    request = model.requests[-1]["messages"]
+    assert "<archive_recall>" not in request[0]["content"] and "<archive_summaries" in request[0]["content"]
+    asked = request[-1]["content"]
+    assert asked.startswith("<archive_recall>") and asked.endswith("\n\nWhich city did Maya move to?")
+    assert "Porto" in "".join(getattr(e, "text", "") for e in events)  # the offline model read it there
+    # Only what the user wrote is stored.
+    stored = await off_loop(services.bundle.messages.read, second)
+    assert [m.content for m in stored if m.role == "user"] == ["Which city did Maya move to?"]
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_the_idle_task_archives_a_conversation_once_it_has_been_quiet(tmp_path, owner, settings):
     settings.MODEX_ARCHIVE_IDLE_MINUTES = 30
     agent = long_term_agent(core_enabled=False)

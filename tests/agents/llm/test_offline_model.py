@@ -256,6 +256,18 @@ async def test_a_question_is_answered_by_quoting_what_recall_brought_back():
     assert completion.content.startswith("I understood:")
 
 
+async def test_recall_sent_at_the_head_of_the_message_is_read_as_recall_not_as_the_question():
+    # MODEX_RECALL_PLACEMENT=message: the assembler puts <archive_recall> before the user's text.
+    ahead = user(RECALLED["content"] + "\n\nWhere did my sister move?")
+    completion = await complete(OfflineChatModel(), messages=[ahead], tools=TOOLS)
+    assert completion.content == (
+        "From our earlier conversation on 6 Dec 2026, you said: “My sister Maya just moved to Porto for a job at a bakery.”"
+    )
+    # Not a question: the reply quotes what the user said, without the recalled lines.
+    completion = await complete(OfflineChatModel(), messages=[user(RECALLED["content"] + "\n\nMy sister called today.")], tools=TOOLS)
+    assert completion.content.startswith("I understood:") and "Porto" not in completion.content
+
+
 async def test_memory_sections_that_look_like_summaries_do_not_trigger_summarizing():
     system = {
         "role": "system",
