@@ -170,9 +170,17 @@ def server_tasks(log_path: Path | None, offset: int) -> tuple[list[dict], int]:
 
 def request_segments(context) -> list[tuple[str, str]]:
     """The request as (label, text) in the order the model reads it: instructions, each memory
-    and supplement section, then each session message."""
+    and supplement section as the system message holds it (without the recall sent with the
+    latest message, ``MODEX_RECALL_PLACEMENT=message``), then each session message."""
+    from memory.assembly.archive import RECALL_TAG
+
+    system = context.messages[0].get("content", "") if context.messages else ""
     segments = [("instructions", context.instructions)]
-    segments += [(section.name, section.text) for section in context.sections]
+    for section in context.sections:
+        text = section.text
+        if text not in system:
+            text = "\n".join(part.text for part in section.parts if part.key != RECALL_TAG)
+        segments.append((section.name, text))
     for i, message in enumerate(context.messages[1:], 1):
         segments.append((f"message {i} ({message.get('role')})", json.dumps(message, sort_keys=True)))
     return segments
@@ -307,6 +315,21 @@ async def _pause(services, session, pause: float, typing: float) -> None:
         typed += step
 
 
+def after_cleanup(run: ChatRun) -> dict:
+    """The turns after the first cleanup (their context holds archived history to recall):
+    median first token, and the prompt tokens the server read anew against those it found cached
+    in the turns' own calls."""
+    first = next((t.n for t in run.turns if t.cleanup), None)
+    later = [t for t in run.turns if first is not None and t.n > first]
+    firsts = [t.first_token_s for t in later if t.first_token_s is not None]
+    return {
+        "turns": len(later),
+        "first_token_median_s": statistics.median(firsts) if firsts else None,
+        "prompt_tokens_read": sum(c.get("prompt_n", 0) for t in later for c in t.calls),
+        "prompt_tokens_cached": sum(c.get("cache_n", 0) for t in later for c in t.calls),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="A long chat with SmolLM2 on llama-server, memory on")
     parser.add_argument("--turns", type=int, default=30)
@@ -316,17 +339,18 @@ def main() -> None:
     parser.add_argument("--threshold", type=int, default=1500)
     parser.add_argument("--keep", type=int, default=500)
     parser.add_argument("--template", default="own", help="own | tools | strict (scripts/llama_server.py)")
+    parser.add_argument("--greedy", action="store_true", help="temperature 0: the same prompt, the same reply")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "real_chat.json")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
     from scripts.llama_server import serve
 
-    with serve(template=args.template, slots=args.slots, context=8192 * args.slots) as server:
+    with serve(template=args.template, slots=args.slots, context=8192 * args.slots, greedy=args.greedy) as server:
         prepare(base_url=server.url, model=server.model, threshold=args.threshold, keep=args.keep)
         worker = start_worker()
         try:
             run = asyncio.run(chat(mode="on", texts=conversation(args.turns), background=True, pause=args.pause,
-                                   session_id="long-chat", typing=args.typing))
+                                   session_id="long-chat", typing=args.typing, server_log=server.log_path))
             time.sleep(30)  # the worker catches up on the memory work the chat kept waiting
         finally:
             stop_worker(worker)
@@ -341,6 +365,8 @@ def main() -> None:
         "fallback_summaries": sum(t.fallback_summary is True for t in run.turns),
         "first_token_median_s": run.median("first_token_s"), "turn_median_s": run.median("turn_s"),
         "recalled": f"{sum(bool(t.recalled) for t in recalled)}/{len(recalled)}", "gate": run.gate, "tasks": run.tasks,
+        "recall_placement": os.environ.get("MODEX_RECALL_PLACEMENT", "system"),
+        "after_the_first_cleanup": after_cleanup(run),
         "capabilities": run.capabilities,
     }, indent=2))
 

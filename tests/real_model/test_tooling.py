@@ -83,9 +83,29 @@ def test_server_tasks_without_a_log():
 
 
 def _context(instructions: str, sections: dict[str, str], messages: list[dict]):
-    sections_ = tuple(SimpleNamespace(name=name, text=text) for name, text in sections.items())
+    sections_ = tuple(SimpleNamespace(name=name, text=text, parts=()) for name, text in sections.items())
+    system = "\n\n".join([instructions, *sections.values()])
     return SimpleNamespace(instructions=instructions, sections=sections_,
-                           messages=[{"role": "system", "content": "..."}, *messages])
+                           messages=[{"role": "system", "content": system}, *messages])
+
+
+def _recalled(recall: str, question: str):
+    """A context whose archive recall was sent with the latest message (MODEX_RECALL_PLACEMENT=message)."""
+    parts = (SimpleNamespace(key="archive_recall", text=recall), SimpleNamespace(key="archive_summaries", text="<s/>"))
+    archive = SimpleNamespace(name="archive", text=f"{recall}\n<s/>", parts=parts)
+    return SimpleNamespace(instructions="Be brief.", sections=(archive,), messages=[
+        {"role": "system", "content": "Be brief.\n\n<s/>"},
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hey"},
+        {"role": "user", "content": f"{recall}\n\n{question}"},
+    ])
+
+
+def test_recall_sent_with_the_message_changes_the_message_not_the_system_message():
+    before = request_segments(_recalled("<archive_recall>a</archive_recall>", "?"))
+    after = request_segments(_recalled("<archive_recall>b</archive_recall>", "?"))
+    assert ("archive", "<s/>") in before
+    changed, _ = first_change(before, after)
+    assert changed == "message 3 (user)"
 
 
 def test_first_change_names_the_first_part_of_the_request_that_differs():
