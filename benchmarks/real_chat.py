@@ -174,11 +174,12 @@ def request_segments(context) -> list[tuple[str, str]]:
     latest message, ``MODEX_RECALL_PLACEMENT=message``), then each session message."""
     from memory.assembly.archive import RECALL_TAG
 
-    system = context.messages[0].get("content", "") if context.messages else ""
+    first = context.messages[0] if context.messages else {}
+    system = first.get("content", "") if first.get("role") == "system" else None
     segments = [("instructions", context.instructions)]
     for section in context.sections:
         text = section.text
-        if text not in system:
+        if system is not None and text not in system:
             text = "\n".join(part.text for part in section.parts if part.key != RECALL_TAG)
         segments.append((section.name, text))
     for i, message in enumerate(context.messages[1:], 1):
@@ -357,6 +358,8 @@ def main() -> None:
         run.tasks = task_outcomes()
         run.gate["preempted_in_worker"] = worker_preemptions()
     args.out.write_text(json.dumps(asdict(run), indent=2))
+    from django.conf import settings
+
     failed = [t for t in run.turns if t.failed]
     recalled = [t for t in run.turns if t.recalled is not None]
     print(json.dumps({
@@ -365,7 +368,7 @@ def main() -> None:
         "fallback_summaries": sum(t.fallback_summary is True for t in run.turns),
         "first_token_median_s": run.median("first_token_s"), "turn_median_s": run.median("turn_s"),
         "recalled": f"{sum(bool(t.recalled) for t in recalled)}/{len(recalled)}", "gate": run.gate, "tasks": run.tasks,
-        "recall_placement": os.environ.get("MODEX_RECALL_PLACEMENT", "system"),
+        "recall_placement": settings.MODEX_RECALL_PLACEMENT,
         "after_the_first_cleanup": after_cleanup(run),
         "capabilities": run.capabilities,
     }, indent=2))

@@ -217,9 +217,14 @@ class ArchiveProvider(MemoryProvider):
         if self._retrieval is not None and ctx.query:
             recall, recalled, recall_tokens = self._recall(ctx, int(budget * self._recall_share))
         left = budget - (recall_tokens + 1 if recall else 0)
-        # The summaries' fit is remembered per budget; what recall leaves changes every turn, so
-        # it is rounded down to a step: a fit is reused across turns at the cost of a few tokens.
-        if recall:
+        if ctx.recall_in_message:
+            # The summaries stay in the system message while recall goes with the message: their
+            # room is what recall may take at most, whatever it took, so the system message stays
+            # the same from one user message to the next.
+            left = budget - int(budget * self._recall_share) - 1
+        elif recall:
+            # The summaries' fit is remembered per budget; what recall leaves changes every turn,
+            # so it is rounded down to a step: a fit is reused across turns for a few tokens.
             left -= left % SUMMARY_BUDGET_STEP
         summaries, documents, summary_tokens = self._summaries(scope.key(), ctx, left)
         parts = tuple(

@@ -11,9 +11,12 @@ The request, in order:
 With ``recall_placement="message"`` the archive's recall (``<archive_recall>``, chosen anew
 for each user message) is sent at the head of the latest user message instead of in the system
 message, and the system message stays the same from turn to turn. A server that caches the
-prompt's prefix (llama.cpp, Ollama, vLLM) then reads only the newest turns again, where recall in
-the system message makes it read the whole conversation again on every turn with archived
-history. The token account is the same either way: recall is part of the archive section.
+prompt's prefix (llama.cpp, Ollama, vLLM) then reads again only from the previous user message on (sent
+without its recall now), where recall in the system message makes it read the whole
+conversation again on every turn with archived history. The archive's summaries then get a room
+of their own (what recall may take at most is kept for it), so they do not change with recall
+either. The token account is the same either way, recall being part of the archive section,
+except that a few tokens are kept aside for the join when the window must cut the messages.
 
 Assembly is read-only: nothing is written to any store, so the persisted session is the same
 before and after. It ends by dispatching CONTEXT_ASSEMBLED with the token account the chat
@@ -84,7 +87,8 @@ class AssembledContext:
     """One assembled request and its token account.
 
     ``messages`` are OpenAI wire dicts (system message first, then the session messages'
-    ``to_wire()``); ``tools`` the schemas as given. ``account`` lists every section with its
+    ``to_wire()``, the latest user message with the archive's recall at its head when the
+    assembler sends recall there); ``tools`` the schemas as given. ``account`` lists every section with its
     tokens and items; ``total_tokens`` is the whole request's count, equal to the sum of the
     account plus ``overhead_tokens`` (message framing, section separators, reply priming).
     ``session_messages`` are the governed copies sent; ``omitted_messages`` counts live
@@ -173,7 +177,8 @@ class ContextAssembler:
         if reply_reserve is not None and reply_reserve < 0:
             raise ValueError("reply_reserve must not be negative")
         if recall_placement not in RECALL_PLACEMENTS:
-            raise ValueError(f"recall_placement must be one of {', '.join(RECALL_PLACEMENTS)}, not {recall_placement!r}")
+            known = ", ".join(RECALL_PLACEMENTS)
+            raise ValueError(f"recall_placement must be one of {known}, not {recall_placement!r}")
         self._recall_beside_message = recall_placement == RECALL_BESIDE_MESSAGE
         self._stores = stores
         self._pipeline = tuple(pipeline)
@@ -303,6 +308,7 @@ class ContextAssembler:
             archive_scope=archive_scope,
             query=latest_user_text(tail.messages),
             participants=tuple(participants),
+            recall_in_message=self._recall_beside_message,
         )
         sections = tuple(
             section for provider in (*self._pipeline, *supplements) if (section := provider.provide(ctx)) is not None
@@ -316,7 +322,7 @@ class ContextAssembler:
             system_cost = MESSAGE_OVERHEAD + elements_tokens(shown, separator=SECTION_SEPARATOR, head=instructions)
         system_text = SECTION_SEPARATOR.join(text for text in (instructions, *(text for text, _ in shown)) if text)
         recall = _recall_part(sections) if self._recall_beside_message else None
-        full_system = (system_text, system_cost)
+        full_text, full_cost = system_text, system_cost  # with recall: where it goes when no message takes it
         if recall is not None:
             # Counted in the system message for the budget (and a little more: the join), sent
             # with the latest user message.
@@ -348,8 +354,8 @@ class ContextAssembler:
             if system_text:
                 system_cost = MESSAGE_OVERHEAD + elements_tokens(shown, separator=SECTION_SEPARATOR, head=instructions)
             if moved is None:  # the latest user message was not sent: recall stays where it was
-                wire[: 1 if system_text else 0] = [{"role": "system", "content": full_system[0]}]
-                system_cost, moved = full_system[1], 0
+                wire[: 1 if system_text else 0] = [{"role": "system", "content": full_text}]
+                system_cost, moved = full_cost, 0
             total = system_cost + tool_cost + chosen.tokens + moved + REPLY_PRIMING
         return AssembledContext(
             messages=wire,

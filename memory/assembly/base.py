@@ -129,6 +129,9 @@ class AssemblyContext:
     archive_scope: Scope | None = None
     query: str | None = None
     participants: tuple[str, ...] = ()  # the people's names, left out of recall's query
+    #: Recall is sent with the latest user message, not in the system message (the assembler's
+    #: ``recall_placement``): what stays in the system message must not depend on it.
+    recall_in_message: bool = False
 
     def resolved_archive_scope(self) -> Scope:
         """``archive_scope`` if given; else the agent+user composite (the agent's own when no user)."""

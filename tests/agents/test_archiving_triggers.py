@@ -88,8 +88,10 @@ async def test_recall_sent_with_the_message_for_a_prefix_caching_server(tmp_path
     user = str(owner.pk)
     await turn(runtime, agent, await new_conversation(owner), PORTO, user=user)
     second = await new_conversation(owner)
+    asked = len(model.requests)
     events = await turn(runtime, agent, second, "Which city did Maya move to?", user=user)
 
+    assert len(model.requests) == asked + 1  # answered from the recall sent with it, no search
     request = model.requests[-1]["messages"]
     assert "<archive_recall>" not in request[0]["content"] and "<archive_summaries" in request[0]["content"]
     asked = request[-1]["content"]

@@ -265,7 +265,8 @@ async def test_recall_sent_at_the_head_of_the_message_is_read_as_recall_not_as_t
     )
     # Not a question: the reply quotes what the user said, without the recalled lines.
     completion = await complete(OfflineChatModel(), messages=[user(RECALLED["content"] + "\n\nMy sister called today.")], tools=TOOLS)
-    assert completion.content.startswith("I understood:") and "Porto" not in completion.content
+    assert completion.content.startswith("I understood:") and "My sister called today" in completion.content
+    assert "Porto" not in completion.content and "archive_recall" not in completion.content
 
 
 async def test_memory_sections_that_look_like_summaries_do_not_trigger_summarizing():
