@@ -72,6 +72,7 @@ class ArchivePages(ChatBrowserCase):
 
         page.goto(f"{self.live_server_url}/memory/default/archive/")
         assert "1 archived conversation" in page.inner_text("#list-h")
+        assert "When you open another conversation with default" in page.inner_text(".lede")  # as just happened
         page.fill("#archive-q", "lisb")
         page.get_by_role("button", name="Search").click()
         page.wait_for_selector(".archive-hit mark")
