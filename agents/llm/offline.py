@@ -91,7 +91,6 @@ SUMMARY_SECTIONS = summary.SUMMARY_SECTIONS
 _TAGS = re.compile(r"</?[A-Za-z_][\w.-]*(?:\s[^<>]*)?/?>")
 _FRAGMENT = re.compile(r"[<>\"\u201c\u201d]|\u2026")
 _RECALL = re.compile(r"<archive_recall>(?P<body>.*?)</archive_recall>", re.DOTALL)
-_RECALL_AHEAD = re.compile(r"(?P<recall><archive_recall>.*?</archive_recall>)\n\n", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation(?P<attrs>[^>]*)>(?P<body>.*?)</conversation>", re.DOTALL)
 _GREETING = re.compile(r"^\s*(?:hi|hello|hey|good (?:morning|afternoon|evening)|hallo|bonjour)\b", re.IGNORECASE)
 
@@ -205,9 +204,9 @@ class OfflineChatModel:
                 "matters. Tell me how to continue.",
             )
         user = next((text_of(m.get("content")) for m in reversed(messages) if m.get("role") == "user"), "")
-        recalled = _RECALL_AHEAD.match(user)
+        recalled = _RECALL.match(user)
         if recalled is not None:  # recall sent with the message (recall_placement "message")
-            system, user = f"{system}\n{recalled.group('recall')}", user[recalled.end():]
+            system, user = f"{system}\n{recalled.group()}", user[recalled.end():].lstrip("\n")
         plan = plan_tool_calls(self.tools, user, offered, core=summary.existing_core(system))
         return plan or self._answer(user, system, messages)
 

@@ -316,20 +316,12 @@ class ContextAssembler:
 
         # The system message's count from its parts' own: recall changes the archive section
         # every turn, and counting the whole message again each time cost more than the recall.
-        shown = [(s.text, s.tokens) for s in sections if s.text]
-        system_cost = 0
-        if instructions or shown:
-            system_cost = MESSAGE_OVERHEAD + elements_tokens(shown, separator=SECTION_SEPARATOR, head=instructions)
-        system_text = SECTION_SEPARATOR.join(text for text in (instructions, *(text for text, _ in shown)) if text)
+        system_text, system_cost = _system_message(instructions, [(s.text, s.tokens) for s in sections])
+        # Recall sent with the latest user message is counted in the system message for the
+        # budget, with a little more for the join; the request is counted as sent at the end.
         recall = _recall_part(sections) if self._recall_beside_message else None
-        full_text, full_cost = system_text, system_cost  # with recall: where it goes when no message takes it
-        if recall is not None:
-            # Counted in the system message for the budget (and a little more: the join), sent
-            # with the latest user message.
-            shown = [pair for s in sections if (pair := _without(s, recall))[0]]
-            system_text = SECTION_SEPARATOR.join(text for text in (instructions, *(text for text, _ in shown)) if text)
-            system_cost += _JOIN_SLACK
-        budget = limit - system_cost - tool_cost - REPLY_PRIMING
+        slack = _JOIN_SLACK if recall is not None else 0
+        budget = limit - system_cost - slack - tool_cost - REPLY_PRIMING
         try:
             chosen = select(tail, budget=budget)
         except WindowTooSmall as exc:
@@ -348,15 +340,11 @@ class ContextAssembler:
         total = system_cost + tool_cost + chosen.tokens + REPLY_PRIMING
         wire = [{"role": "system", "content": system_text}] if system_text else []
         wire.extend(m.to_wire() for m in chosen.messages)
-        if recall is not None:
-            moved = _recall_into_message(wire, chosen.messages, recall)
-            system_cost = 0
-            if system_text:
-                system_cost = MESSAGE_OVERHEAD + elements_tokens(shown, separator=SECTION_SEPARATOR, head=instructions)
-            if moved is None:  # the latest user message was not sent: recall stays where it was
-                wire[: 1 if system_text else 0] = [{"role": "system", "content": full_text}]
-                system_cost, moved = full_cost, 0
-            total = system_cost + tool_cost + chosen.tokens + moved + REPLY_PRIMING
+        if recall is not None and (moved := _recall_into_message(wire, chosen.messages, recall)) is not None:
+            kept = [_without(s, recall) if s.name == ARCHIVE_SECTION else (s.text, s.tokens) for s in sections]
+            kept_text, kept_cost = _system_message(instructions, kept)
+            wire[:1] = [{"role": "system", "content": kept_text}] if kept_text else []
+            total += kept_cost - system_cost + moved
         return AssembledContext(
             messages=wire,
             tools=[dict(t) for t in tools],
@@ -378,10 +366,21 @@ class ContextAssembler:
         )
 
 
+def _system_message(instructions: str, sections: Sequence[tuple[str, int]]) -> tuple[str, int]:
+    """The system message's text (the instructions, then each non-empty section, separated by
+    blank lines) and its tokens with the message's framing, counted from the sections' own
+    counts; ("", 0) when there is nothing to send."""
+    shown = [pair for pair in sections if pair[0]]
+    if not instructions and not shown:
+        return "", 0
+    text = SECTION_SEPARATOR.join(text for text in (instructions, *(text for text, _ in shown)) if text)
+    return text, MESSAGE_OVERHEAD + elements_tokens(shown, separator=SECTION_SEPARATOR, head=instructions)
+
+
 def _recall_into_message(wire: list[dict[str, Any]], messages: Sequence[Message], recall: SectionPart) -> int | None:
     """Put ``recall`` at the head of the latest user message in ``wire`` (which ends with
     ``messages``, the session's) and return the tokens that added; None when no user message was
-    sent (the window left it out) and nothing was changed."""
+    sent (the window left it out) and nothing was changed: recall stays in the system message."""
     offset = len(wire) - len(messages)
     for i in range(len(messages) - 1, -1, -1):
         message = messages[i]
@@ -404,8 +403,6 @@ def _recall_part(sections: Sequence[Section]) -> SectionPart | None:
 
 
 def _without(section: Section, recall: SectionPart) -> tuple[str, int]:
-    """``section``'s text and tokens with ``recall`` left out (the section's other parts)."""
-    if recall not in section.parts:
-        return section.text, section.tokens
+    """The archive ``section``'s text and tokens with ``recall`` left out (its other parts)."""
     rest = [part for part in section.parts if part is not recall]
     return "\n".join(part.text for part in rest), joined_tokens(rest)
