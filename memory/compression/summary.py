@@ -44,13 +44,9 @@ costs more than a bounded number of calls.
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
-import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
 
 from memory import tokens as tok
 from memory.config import SUMMARY_HEADER_TOKENS, MemoryConfig
@@ -58,6 +54,16 @@ from memory.compression.answers import parse_sections, render_sections, strip_fe
 from memory.compression.dates import day, span
 from memory.compression.fallback import FALLBACK_HEADING, Material, facts_lines, fallback_body, filled_section
 from memory.compression.sections import fit_sections
+from memory.compression.summary_calls import (
+    Caller,
+    InvalidAnswer,
+    Sleep,
+    Summarizer,
+    SummarizerFailed,
+    clean_answer,
+    clean_reply,
+    shown,
+)
 from memory.compression.summary_input import (
     SECTIONS,
     SUMMARY_PREFIX,
@@ -73,32 +79,6 @@ from memory.compression.summary_input import (
 )
 from memory.messages import Message
 from memory.text import storable
-
-Sleep = Callable[[float], Awaitable[None]]
-
-
-class Summarizer(Protocol):
-    """What memory needs from a model: answer a chat prompt with text.
-
-    May be a plain function or a coroutine function. An optional ``context_window`` attribute
-    (tokens) tells ``compose_summary`` how much input fits in one call.
-    """
-
-    def __call__(self, messages: ChatPrompt, /) -> str | Awaitable[str]: ...
-
-
-class SummarizerFailed(Exception):
-    """A summarizer call failed on every attempt; ``reason`` says how, for the fallback heading."""
-
-    def __init__(self, reason: str, *, calls: int, answered: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.calls = calls
-        self.answered = answered  # the model answered, uselessly (not an error or a timeout)
-
-
-class InvalidAnswer(ValueError):
-    """The summarizer answered, but not with a usable summary."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,140 +122,6 @@ def shortened_note(budget: int) -> str:
 def summary_budget(config: MemoryConfig) -> int:
     """Tokens a compact summary may take so that summary + kept tail stays below the threshold."""
     return config.summary_budget
-
-
-# -- calling the summarizer -------------------------------------------------------------------
-
-def clean_reply(raw: Any) -> str:
-    """The text of an answer that can be used at all: not empty, not an error text or a refusal,
-    not the prompt said back (it may still lack every section). Raises InvalidAnswer."""
-    if not isinstance(raw, str):
-        raw = getattr(raw, "content", raw)
-    if not isinstance(raw, str):
-        raise InvalidAnswer(f"the summarizer returned {type(raw).__name__}, not text")
-    text = strip_fence(raw.replace("\x00", ""))
-    if text.startswith(SUMMARY_PREFIX):
-        text = text[len(SUMMARY_PREFIX) :].strip()
-    if not text:
-        raise InvalidAnswer("the summarizer returned an empty answer")
-    if not usable_body(text):
-        raise InvalidAnswer(f"the answer is not a summary (it began: {_shown(text)!r})")
-    return text
-
-
-def clean_answer(raw: Any) -> str:
-    """The usable summary text in ``raw`` (at least one section found), or raise InvalidAnswer."""
-    text = clean_reply(raw)
-    if not parse_sections(text):
-        raise InvalidAnswer(f"the answer has none of the sections {', '.join(SECTIONS)} (it began: {_shown(text)!r})")
-    return text
-
-
-def _shown(text: str) -> str:
-    return " ".join(text.split())[:80]
-
-
-def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
-
-
-async def _invoke(summarizer: Summarizer, prompt: ChatPrompt, timeout: float, overrides: dict[str, Any]) -> Any:
-    if overrides:
-        summarizer = functools.partial(summarizer, **overrides)
-    if _is_async(summarizer):
-        return await asyncio.wait_for(summarizer(prompt), timeout)
-    result = await asyncio.wait_for(_in_daemon_thread(summarizer, prompt), timeout)
-    if inspect.isawaitable(result):
-        result = await asyncio.wait_for(result, timeout)
-    return result
-
-
-def _in_daemon_thread(fn: Callable[[ChatPrompt], Any], prompt: ChatPrompt) -> asyncio.Future[Any]:
-    """Run a sync summarizer off the loop so the timeout holds. A daemon thread, not the
-    default executor: a call that hangs past its timeout is abandoned, and nothing (loop
-    shutdown, interpreter exit) waits for it."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def work() -> None:
-        try:
-            value, error = fn(prompt), None
-        except BaseException as exc:  # handed to the awaiting coroutine
-            value, error = None, exc
-        try:
-            loop.call_soon_threadsafe(settle, value, error)
-        except RuntimeError:
-            pass  # the loop is gone: the caller gave up long ago
-
-    threading.Thread(target=work, name="memory-summarizer", daemon=True).start()
-    return future
-
-
-class _Caller:
-    def __init__(self, summarizer: Summarizer, options: SummaryOptions, sleep: Sleep) -> None:
-        self.summarizer = summarizer
-        self.options = options
-        self.sleep = sleep
-        self.calls = 0
-        self.prompts: list[ChatPrompt] = []
-
-    async def __call__(self, prompt: ChatPrompt) -> str:
-        """A summary answer (``clean_answer``), with the bounded retries."""
-        return await self._attempts(prompt, self.options.max_retries + 1, clean_answer)
-
-    async def reply(self, prompt: ChatPrompt) -> str:
-        """Any usable answer (``clean_reply``: sections or not). Errors and timeouts are retried;
-        a useless answer is not (asking a small model the same again gets the same): it raises
-        SummarizerFailed with ``answered`` at once."""
-        return await self._attempts(prompt, self.options.max_retries + 1, clean_reply, retry_useless=False)
-
-    async def once(self, prompt: ChatPrompt, *, max_tokens: int | None = None) -> str:
-        """One attempt, no retry, any text accepted (a follow-up for one section). A summarizer
-        that sends a completion cap (``max_tokens``: the model adapter's) sends ``max_tokens``
-        instead when that is lower: a small model that rambles on stops there, not at the cap
-        of a whole summary (512 tokens took 25-30 s a call with SmolLM2 on a CPU)."""
-        cap = getattr(self.summarizer, "max_tokens", None)
-        lower = max_tokens is not None and isinstance(cap, int) and max_tokens < cap
-        return await self._attempts(prompt, 1, _text, retry_useless=False,
-                                    overrides={"max_tokens": max_tokens} if lower else {})
-
-    async def _attempts(
-        self, prompt: ChatPrompt, attempts: int, clean: Callable[[Any], str], *, retry_useless: bool = True,
-        overrides: dict[str, Any] | None = None,
-    ) -> str:
-        reason = "no attempt made"
-        for attempt in range(attempts):
-            if attempt:
-                await self.sleep(self.options.backoff * (2 ** (attempt - 1)))
-            self.calls += 1
-            self.prompts.append(prompt)
-            try:
-                return clean(await _invoke(self.summarizer, prompt, self.options.timeout, overrides or {}))
-            except (TimeoutError, asyncio.TimeoutError):
-                reason = f"timed out after {self.options.timeout:g}s"
-            except InvalidAnswer as exc:
-                reason = str(exc)
-                if not retry_useless:
-                    raise SummarizerFailed(reason, calls=self.calls, answered=True) from None
-            except Exception as exc:  # any provider error: 429, 500, connection reset, ...
-                reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-        raise SummarizerFailed(f"{reason} ({attempts} attempt{'s' if attempts > 1 else ''})", calls=self.calls)
-
-
-def _text(raw: Any) -> str:
-    if not isinstance(raw, str):
-        raw = getattr(raw, "content", raw)
-    if not isinstance(raw, str):
-        raise InvalidAnswer(f"the summarizer returned {type(raw).__name__}, not text")
-    return raw.replace("\x00", "").strip()
 
 
 # -- composing --------------------------------------------------------------------------------
@@ -328,7 +174,7 @@ async def compose_summary(
     overhead = 400 + options.max_tokens + (tok.count_text(previous_text) if previous_text else 0)
     chunk_tokens = max(256, int((window - overhead) * 0.85))
     chunks = plan_chunks(history, chunk_tokens=chunk_tokens, max_chunks=options.max_chunks)
-    caller = _Caller(summarizer, options, sleep)
+    caller = Caller(summarizer, options, sleep)
     header = _header(history, cleanup_at)
     budget = options.max_tokens
     useless: str | None = None  # why the first answer could not be used at all
@@ -382,7 +228,7 @@ async def compose_summary(
 
 
 async def _completed(
-    caller: _Caller,
+    caller: Caller,
     prompt: ChatPrompt,
     answer: str,
     *,
@@ -401,7 +247,7 @@ async def _completed(
     if not sections:
         sections = await _section_by_section(caller, prompt, options=options)
         if not sections:
-            said = useless or f"the answer has none of the sections (it began: {_shown(answer)!r})"
+            said = useless or f"the answer has none of the sections (it began: {shown(answer)!r})"
             raise SummarizerFailed(f"{said}, and no section asked for alone was usable", calls=caller.calls)
     elif options.ask_missing_sections:
         for name in [name for name in SECTIONS if name not in sections]:
@@ -439,7 +285,7 @@ def section_cap(max_tokens: int) -> int:
 USELESS_IN_A_ROW = 2
 
 
-async def _section_by_section(caller: _Caller, prompt: ChatPrompt, *, options: SummaryOptions) -> dict[str, str]:
+async def _section_by_section(caller: Caller, prompt: ChatPrompt, *, options: SummaryOptions) -> dict[str, str]:
     sections: dict[str, str] = {}
     useless = 0
     for name in SECTIONS:
@@ -468,7 +314,7 @@ def _section_body(reply: str, name: str) -> str | None:
     return body if body and usable_body(body) else None
 
 
-async def _within_budget(caller: _Caller, prompt: ChatPrompt, budget: int) -> tuple[str, str | None]:
+async def _within_budget(caller: Caller, prompt: ChatPrompt, budget: int) -> tuple[str, str | None]:
     """The final answer: asked, and re-asked once with the budget stated when it is over it.
 
     Returns the answer (still over the budget when the re-ask did not help: the caller fits it
@@ -491,7 +337,7 @@ async def _within_budget(caller: _Caller, prompt: ChatPrompt, budget: int) -> tu
 
 
 async def _merge(
-    caller: _Caller, parts: list[str], *, previous: str | None, options: SummaryOptions, window: int
+    caller: Caller, parts: list[str], *, previous: str | None, options: SummaryOptions, window: int
 ) -> tuple[str, str | None, ChatPrompt]:
     # Merge in groups that fit the window, level by level, until one summary remains.
     budget = options.max_tokens
