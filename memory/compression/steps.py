@@ -132,6 +132,7 @@ class CleanupRun:
     lease: Lease
     lease_ttl: float
     embedder: Any = None  # memory.retrieval.embeddings.Embedder: vectors for what is archived
+    fallback: bool = True  # False: a summary the model did not write commits nothing (cleanup ahead)
 
 
 def derived_id(kind: str, *, session: SessionScope, through_seq: int) -> str:
