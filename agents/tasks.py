@@ -229,10 +229,13 @@ def enqueue_experience_review(
 
 
 def waiting_tasks() -> dict[str, int]:
-    """How many consolidations and reviews are queued or running in the task backend, by task
-    name (``consolidate_core_memory``, ``review_experience``): what the pages call memory work
-    queued. Empty when the backend cannot say (``immediate``)."""
-    names = {consolidate_core_memory.name, review_experience.name}
+    """How many consolidations, reviews and cleanups ahead of need are queued or running in the
+    task backend, by task name (``consolidate_core_memory``, ``review_experience``,
+    ``cleanup_ahead``): what the pages call memory work queued. Empty when the backend cannot
+    say (``immediate``)."""
+    from agents.runtime.cleanup import cleanup_ahead
+
+    names = {consolidate_core_memory.name, review_experience.name, cleanup_ahead.name}
     backend = task_backends[DEFAULT_TASK_BACKEND_ALIAS]
     waiting = (TaskResultStatus.READY, TaskResultStatus.RUNNING)
     counts: dict[str, int] = {}

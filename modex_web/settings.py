@@ -197,12 +197,14 @@ MODEX_PERSISTENCE_BACKEND = env_str("MODEX_PERSISTENCE_BACKEND")  # None: take b
 MODEX_TURN_LEASE_TTL = env_float("MODEX_TURN_LEASE_TTL", 300.0, minimum=1.0)
 MODEX_CLEANUP_LEASE_TTL = env_float("MODEX_CLEANUP_LEASE_TTL", 600.0, minimum=1.0)
 # Runtime hook installers (agents/runtime/hooks.py), each "module.function(hooks, agent, runtime)":
-# session cleanup, the experience review (agents with the supplement), the Dream Engine's binding.
+# session cleanup, the cleanup ahead of need (in the pause after a turn, by the task worker), the
+# experience review (agents with the supplement), the Dream Engine's binding, archiving.
 # Drop one to switch that capability off for every agent; add your own to extend the loop.
 MODEX_RUNTIME_HOOKS = env_list(
     "MODEX_RUNTIME_HOOKS",
     [
         "agents.runtime.cleanup.install",
+        "agents.runtime.cleanup.install_ahead",
         "agents.experience.hook.install",
         "agents.tasks.install_long_term_session",
         "agents.archiving.install",

@@ -232,9 +232,10 @@ def _provenance(services: Any, agent: Any, user: str) -> ev.CoreProvenance | Non
                               archive_scope=archive_scope_for(agent=agent.name, user_id=user))
 
 
-#: The app's archiving triggers are left out of the answering turn: the benchmark archives each
-#: conversation itself when it ends (``conversation_ended``), and queues nothing for a worker.
-APP_ONLY_INSTALLERS = frozenset({"agents.archiving.install"})
+#: The app's archiving triggers and the cleanup ahead of need are left out of the answering turn:
+#: the benchmark archives each conversation itself when it ends (``conversation_ended``), cleans
+#: up at the threshold (``_cleanup``), and queues nothing for a worker.
+APP_ONLY_INSTALLERS = frozenset({"agents.archiving.install", "agents.runtime.cleanup.install_ahead"})
 
 
 def answering_installers() -> list[tuple[str, Any]]:

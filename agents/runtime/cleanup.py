@@ -2,23 +2,60 @@
 
 ``cleanup_hook`` runs at ``HookPoint.BEFORE_STEP``: when the session is over its threshold (or
 the step asks for it with ``force``, after the endpoint refused a context as too long) it runs
-``compact`` (``memory.compression.arun_cleanup`` with the run's model as summarizer) and streams ``CleanupStarted`` / ``CleanupDone`` into the
-turn. The loop knows nothing of compression: without this hook installed (remove
-``agents.runtime.cleanup.install`` from ``MODEX_RUNTIME_HOOKS``) sessions simply grow, and
-assembly's governance keeps what is sent inside the window.
+``compact`` (``memory.compression.arun_cleanup`` with the run's model as summarizer) and
+streams ``CleanupStarted`` / ``CleanupDone`` into the turn. The loop knows nothing of
+compression: without this hook installed (remove ``agents.runtime.cleanup.install`` from
+``MODEX_RUNTIME_HOOKS``) sessions simply grow, and assembly's governance keeps what is sent
+inside the window.
+
+**Cleanup ahead of need** (``install_ahead``, in ``MODEX_RUNTIME_HOOKS`` by default): a cleanup
+inside a turn makes that turn wait for the summary, tens of seconds to minutes with a small
+local model. So when a turn ends and a turn as long as the longest of the latest three would
+carry the session over its threshold (``due_ahead``), ``CleanupAheadHook`` (AFTER_GRAPH) queues
+the ``cleanup_ahead`` task for when the turn's hold on the model has run out, and the task
+worker compacts the session in the pause before the next message. It is the cleanup the
+threshold would run a turn later, with these differences:
+
+* it uses only quiet moments: its model calls go through a *give-way* view of the gate, which
+  never waits for chat and stops for good when a turn or a typing user takes the model
+  (``GaveWay``); the summary then ends at once (``SummarizerWithdrawn``: no retry, no section
+  filled in) and so does the cleanup, ABORTED, nothing written, its lease released. The next
+  turn's end queues it again while it is still due;
+* it commits only a summary the model wrote (``fallback=False``): with a failed summary the
+  session stays as it was and the threshold's cleanup runs, fallback and all, as before. (An
+  interrupted cleanup's recorded cut is finished whoever wrote its summary: that is what makes
+  it exactly once.);
+* it keeps the whole latest turn (``ahead_keep``), so the user can still edit or regenerate
+  their last message;
+* it checks again when it runs that it is due (a turn may have cleaned up meanwhile).
+
+Without a gate (a remote endpoint) it runs at once and may still be writing when the next
+message arrives; that turn's own cleanup, if the threshold calls for one, finds the lease busy
+and the turn goes on (assembly keeps what is sent inside the window). Appends and the commit
+never conflict (``memory.compression.cleanup``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.tasks import task
+from django.utils import timezone
 
 from agents.llm import as_text_completion
 from agents.runtime.events import CleanupDone, CleanupStarted, RuntimeEvent
 from agents.runtime.hooks import HookPoint, RuntimeHooks
+from agents.runtime.sizing import probe_window, sized_agent
 from agents.runtime.tools.history_tools import archive_scope_for
-from memory.compression.cleanup import CleanupFailed, CleanupResult, arun_cleanup
+from memory.compression.cleanup import INTENT_KEY, CleanupFailed, CleanupResult, arun_cleanup
+from memory.config import MemoryConfig
+from memory.messages import Message
 from memory.scopes import SessionScope
 from memory.threads import run_blocking
 
@@ -30,6 +67,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("agents.runtime.cleanup")
 
 CLEANUP_HOOK = "cleanup"
+AHEAD_HOOK = "cleanup_ahead"
 
 
 async def compact(
@@ -41,9 +79,11 @@ async def compact(
     model: Any,
     force: bool = False,
     lease_ttl: float | None = None,
+    fallback: bool = True,
 ) -> CleanupResult:
     """One cleanup of ``session`` as the runtime runs it: ``model`` summarizes, the archive is
-    written when ``agent`` has it on. Raises ``CleanupFailed`` (the session is unchanged)."""
+    written when ``agent`` has it on. Raises ``CleanupFailed`` (the session is unchanged).
+    ``fallback=False``: commit only a summary the model wrote (the cleanup ahead of need)."""
     config = agent.memory_config
     options = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
     return await arun_cleanup(
@@ -56,6 +96,7 @@ async def compact(
         archive_scope=archive_scope_for(agent=agent.name, user_id=user_id) if config.archive_enabled else None,
         force=force,
         embedder=services.retrieval.embedder,
+        fallback=fallback,
         **options,
     )
 
@@ -101,6 +142,131 @@ async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> As
     )
 
 
+# -- cleanup ahead of need --------------------------------------------------------------------
+
+
+#: How many of the session's latest turns ``due_ahead`` takes the longest of.
+AHEAD_TURNS = 3
+
+
+def _turns(body: Sequence[Message]) -> list[int]:
+    """The tokens of each of the latest ``AHEAD_TURNS`` turns of ``body`` (a turn runs from a user
+    message to the next), oldest first."""
+    starts = [i for i, m in enumerate(body) if m.role == "user"][-AHEAD_TURNS:]
+    if not starts:
+        return []
+    ends = [*starts[1:], len(body)]
+    return [sum(m.tokens or 0 for m in body[a:b]) for a, b in zip(starts, ends, strict=True)]
+
+
+def ahead_keep(live: Sequence[Message], *, config: MemoryConfig) -> int:
+    """The tail a cleanup ahead of need keeps: ``config.keep``, or the whole latest turn when it is
+    longer, so the user can still edit or regenerate their last message (the threshold's cleanup
+    runs once the next message is stored, so that one is never the latest)."""
+    turns = _turns([m for m in live if not m.is_compact_summary])
+    return max(config.keep, turns[-1] if turns else 0)
+
+
+def due_ahead(live: Sequence[Message], *, tokens: int, config: MemoryConfig) -> bool:
+    """Whether the session (``live``, ``tokens`` in all) should be compacted before its next turn:
+    a turn as long as the longest of its latest ``AHEAD_TURNS`` (a short "thanks" does not hide
+    that the one before was long) would carry it over ``config.threshold``, and the messages
+    after its compact summary hold more than ``ahead_keep``, so a cleanup has something to evict
+    (and the kept tail stays below the threshold)."""
+    body = [m for m in live if not m.is_compact_summary]
+    turns = _turns(body)
+    if not turns:
+        return False
+    keep = ahead_keep(live, config=config)
+    if keep >= config.threshold or sum(m.tokens or 0 for m in body) <= keep:
+        return False
+    return tokens + max(turns) > config.threshold
+
+
+def _due(services: MemoryServices, session: SessionScope, config: MemoryConfig) -> list[Message] | None:
+    """The live messages when a cleanup ahead is due, else None."""
+    messages = services.bundle.messages
+    head = messages.head(session)
+    # A session less than half full cannot cross with one turn like its latest (those are in it).
+    if 2 * head.tokens <= config.threshold:
+        return None
+    live = messages.read(session)
+    return live if due_ahead(live, tokens=head.tokens, config=config) else None
+
+
+class CleanupAheadHook:
+    """AFTER_GRAPH: queue ``cleanup_ahead`` when the session's next turn would cross its threshold,
+    for when the turn's hold on the model (``MODEX_BACKGROUND_AFTER_TURN``) has run out."""
+
+    def __init__(self, *, services: MemoryServices) -> None:
+        self.services = services
+
+    async def __call__(self, *, agent: Any, user_id: str, session: SessionScope, **_: Any) -> None:
+        try:
+            if await run_blocking(_due, self.services, session, agent.memory_config) is not None:
+                gate = self.services.gate
+                after = gate.after_turn if gate is not None and gate.limit(self.services.model) is not None else 0.0
+                await sync_to_async(enqueue_cleanup_ahead, thread_sensitive=True)(
+                    agent=agent.name, user=user_id, session=session.key(), after=after
+                )
+        except Exception:  # the turn is over and stored: the threshold's own cleanup still runs
+            logger.exception("queueing the cleanup ahead of %s failed", session.key())
+
+
+@task()
+async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
+    """Compact ``session`` before its next turn needs it, if that is still due (see the module doc)."""
+    from agents.tasks import current_environment, session_scope
+
+    env = current_environment()
+    node = env.find_agent(agent)
+    if node is None:
+        return {"status": "disabled"}
+    services = env.services
+    await probe_window(services.model)
+    node = sized_agent(node, services.model)  # the threshold the chat uses, scaled to the server
+    scope = session_scope(session)
+    live = await run_blocking(_due, services, scope, node.memory_config)
+    if live is None:
+        return {"status": "not_due"}
+    config = node.memory_config
+    keep = ahead_keep(live, config=config)
+    if keep != config.keep:
+        node = replace(node, memory_config=replace(config, keep_tokens=keep))
+    # An interrupted cleanup's cut is finished first (not forced: no second cut unless still over).
+    pending = await run_blocking(services.bundle.kv.get, scope, INTENT_KEY)
+    try:
+        result = await compact(
+            services=services,
+            session=scope,
+            agent=node,
+            user_id=user,
+            model=services.calls(background=True, label="cleanup ahead", give_way=True),
+            force=pending is None,
+            lease_ttl=float(getattr(settings, "MODEX_CLEANUP_LEASE_TTL", 600.0)),
+            fallback=False,
+        )
+    except CleanupFailed as exc:  # the session is unchanged; the threshold's cleanup runs as before
+        logger.warning("cleanup ahead of %s failed at %s: %s", session, exc.step, exc)
+        return {"status": "failed", "reason": str(exc)}
+    logger.info("cleanup ahead of %s: %s (%s)", session, result.status.value, result.reason)
+    return {"status": result.status.value, "reason": result.reason, "evicted": result.evicted_count}
+
+
+def enqueue_cleanup_ahead(*, agent: str, user: str, session: str, after: float = 0.0) -> Any:
+    """Queue ``cleanup_ahead`` for ``session``, to run ``after`` seconds from now (0: at once)."""
+    from agents.tasks import _enqueue
+
+    run_after = timezone.now() + timedelta(seconds=after) if after > 0 else None
+    return _enqueue(cleanup_ahead, run_after=run_after, agent=agent, user=user, session=session)
+
+
 def install(hooks: RuntimeHooks, agent: Any, runtime: Runtime) -> None:
     """The installer: every agent's runs compress their session (main agents and subagents)."""
     hooks.register(HookPoint.BEFORE_STEP, cleanup_hook, name=CLEANUP_HOOK)
+
+
+def install_ahead(hooks: RuntimeHooks, agent: Any, runtime: Runtime) -> None:
+    """The installer of the cleanup ahead of need: a main agent's runs queue it when due (a
+    subagent's session is dropped when its run ends; AFTER_GRAPH fires for main runs only)."""
+    hooks.register(HookPoint.AFTER_GRAPH, CleanupAheadHook(services=runtime.services), name=AHEAD_HOOK)

@@ -18,7 +18,7 @@ from agents.runtime.sizing import model_window, probe_window, sized_config
 
 logger = logging.getLogger("agents.runtime.model_status")
 
-_TASK_LABELS = {"consolidate_core_memory": "consolidation", "review_experience": "review"}
+_TASK_LABELS = {"consolidate_core_memory": "consolidation", "review_experience": "review", "cleanup_ahead": "cleanup"}
 
 
 def discover_once(model: Any) -> None:

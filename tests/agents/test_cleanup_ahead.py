@@ -1,0 +1,308 @@
+"""Cleanup ahead of need (agents/runtime/cleanup.py): when a turn ends and the next one like it
+would carry the session over its threshold, the task worker compacts it in the pause, so the
+next turn does not wait for the summary. Through the real runtime, stores and recorded task
+queue, on the file and SQLite backends; the summary's model is the offline model (or one that
+fails, for what a failed summary leaves)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.utils import timezone
+
+from agents.runtime.cleanup import AHEAD_HOOK, ahead_keep, cleanup_ahead, compact, due_ahead
+from agents.runtime.events import CleanupStarted
+from agents.runtime.hooks import HookPoint, installers
+from agents.llm.openai import OpenAIChatModel
+from agents.llm.settings import ModelCaps
+from agents.runtime.loop import Runtime
+from agents.runtime.services import build_services
+from agents.tasks import TaskEnvironment, arun_recorded_tasks, task_environment
+from memory.compression.cleanup import INTENT_KEY
+from memory.messages import KIND_COMPACT_SUMMARY, Message, ToolCall
+from memory.scopes import SessionScope
+from tests.agents.support import (  # noqa: F401
+    BACKENDS,
+    RecordingModel,
+    fresh_queue,
+    off_loop,
+    queued,
+    runtime_setup,
+    turn,
+)
+from tests.agents.test_long_term import long_term_agent
+from tests.fakes.openai_server import FAKE_API_KEY, Pause, RawStream, Reply, chunk
+
+# The file backend too: conversations (the archive's catch-up reads them) are rows in the database.
+pytestmark = [pytest.mark.usefixtures("fresh_queue"), pytest.mark.django_db(transaction=True)]
+
+#: About 110 tokens of what a user tells an agent, different in each turn.
+FACTS = [
+    f"Note {n}: on day {n} of the trip we walked from the harbour to the old market, bought figs and "
+    f"bread, met a fisherman called Rui number {n} who told us about the storm of {1950 + n}, "
+    "then took the slow tram up the hill, watched the boats come in at dusk, and wrote everything "
+    "down in the blue notebook before dinner at the small place by the church."
+    for n in range(1, 16)
+]
+
+
+def agent(**memory):
+    return long_term_agent(core_enabled=False, compression_threshold=900, keep_tokens=200, **memory)
+
+
+def says(role: str, tokens: int) -> Message:
+    return Message(role=role, content="x", tokens=tokens)
+
+
+# -- when it is due ---------------------------------------------------------------------------
+
+
+def test_due_when_a_turn_like_the_latest_would_cross_the_threshold():
+    config = agent().memory_config  # threshold 900, keep 200
+    live = [says("assistant", 500), says("user", 100), says("assistant", 150)]
+    # 750 tokens now, the latest turn took 250: the next like it reaches 1,000 > 900.
+    assert due_ahead(live, tokens=750, config=config)
+    # The latest turns were short: 750 + 60 stays under.
+    short = [says("assistant", 390), says("user", 30), says("assistant", 30), says("user", 30), says("assistant", 30),
+             says("user", 30), says("assistant", 30)]
+    assert not due_ahead(short, tokens=750, config=config)
+    # A short "thanks" after a long turn does not hide the long one; four turns back it does.
+    thanks = [says("user", 200), says("assistant", 200), says("user", 5), says("assistant", 5)]
+    assert due_ahead([says("assistant", 340), *thanks], tokens=750, config=config)
+    assert not due_ahead([says("assistant", 300), *thanks, says("user", 5), says("assistant", 5),
+                          says("user", 5), says("assistant", 5)], tokens=750, config=config)
+    # A tool chain belongs to the turn it was called in: its result makes the turn long.
+    call = Message(role="assistant", content="", tool_calls=[ToolCall("c1", "web_search", "{}")], tokens=20)
+    chained = [says("assistant", 500), says("user", 20), call, Message(role="tool", content="x", tool_call_id="c1",
+                                                                       tokens=200), says("assistant", 10)]
+    assert due_ahead(chained, tokens=750, config=config)
+    unchained = [says("assistant", 700), says("user", 20), says("assistant", 30)]
+    assert not due_ahead(unchained, tokens=750, config=config)
+    # The compact summary is stored as a user message; it is not a turn.
+    summary = Message(role="user", content="x", kind=KIND_COMPACT_SUMMARY, tokens=350)
+    assert not due_ahead([says("assistant", 100), summary, says("assistant", 300)], tokens=750, config=config)
+
+
+def test_not_due_without_more_than_the_kept_tail_or_without_a_user_turn():
+    config = agent().memory_config
+    assert not due_ahead([says("user", 150), says("assistant", 40)], tokens=190, config=config)
+    # Right after a cleanup: a large summary and the kept tail, nothing more to evict.
+    summary = Message(role="user", content="x", kind=KIND_COMPACT_SUMMARY, tokens=500)
+    assert not due_ahead([summary, says("user", 100), says("assistant", 90)], tokens=690, config=config)
+    assert not due_ahead([says("assistant", 800)], tokens=800, config=config)
+    assert not due_ahead([], tokens=0, config=config)
+
+
+def test_the_whole_latest_turn_is_kept_so_the_last_message_can_still_be_edited():
+    config = agent().memory_config  # keep 200
+    assert ahead_keep([says("user", 100), says("assistant", 50)], config=config) == 200
+    latest = [says("user", 100), says("assistant", 100), says("user", 150), says("assistant", 250)]
+    assert ahead_keep(latest, config=config) == 400
+    # Nothing before a latest turn this long: not due (a cleanup would have nothing to evict).
+    assert not due_ahead([says("user", 150), says("assistant", 650)], tokens=800, config=config)
+    assert due_ahead([says("assistant", 100), says("user", 150), says("assistant", 550)], tokens=800, config=config)
+
+
+# -- through the runtime ----------------------------------------------------------------------
+
+
+async def chat_until_queued(runtime, node, session, limit: int = len(FACTS)) -> tuple[int, list]:
+    """Turns until a cleanup ahead is queued: (how many turns, the events of all of them)."""
+    events: list = []
+    for n in range(limit):
+        events += await turn(runtime, node, session, FACTS[n])
+        if queued("cleanup_ahead"):
+            return n + 1, events
+    raise AssertionError(f"no cleanup ahead was queued in {limit} turns")
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+async def test_the_next_turn_finds_the_session_compacted_and_does_not_wait(tmp_path, backend_name):
+    node = agent()
+    runtime, services, env = runtime_setup(tmp_path, backend_name, node, RecordingModel())
+    session = SessionScope("ahead")
+    turns, events = await chat_until_queued(runtime, node, session)
+    # Queued before any turn had to clean up inside itself.
+    assert not [e for e in events if isinstance(e, CleanupStarted)]
+    head = await off_loop(services.bundle.messages.head, session)
+    assert head.tokens <= node.memory_config.threshold
+    before_cleanup = await off_loop(services.bundle.messages.read, session)
+    [job] = queued("cleanup_ahead")
+    assert job.kwargs == {"agent": node.name, "user": "7", "session": session.key()}
+
+    ran = await arun_recorded_tasks(environment=env)
+    [result] = [r for r in ran if r.task.name == "cleanup_ahead"]
+    assert result.return_value["status"] == "committed", result.return_value
+    after = await off_loop(services.bundle.messages.read, session)
+    assert after[0].is_compact_summary
+    assert sum(m.tokens or 0 for m in after) < head.tokens
+    # Nothing was lost: what left the session is in the pruned catalog and the archive.
+    evicted = result.return_value["evicted"]
+    assert evicted > 0
+    catalog = await off_loop(services.catalog.entries, session)
+    assert len(catalog) == evicted and FACTS[0] in [entry.message.content for entry in catalog]
+
+    # The whole latest exchange is still live: the user can edit or regenerate it.
+    assert [m.content for m in after[-2:]] == [FACTS[turns - 1], before_cleanup[-1].content]
+
+    nxt = await turn(runtime, node, session, FACTS[turns])
+    assert not [e for e in nxt if isinstance(e, CleanupStarted)]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_switched_off_the_turn_cleans_up_inside_itself(tmp_path):
+    node = agent()
+    services = build_services(backend="sqlite", workspace=tmp_path, model=RecordingModel())
+    runtime = Runtime(services=services, installers=[
+        (name, installer) for name, installer in installers() if name != "agents.runtime.cleanup.install_ahead"
+    ])
+    assert AHEAD_HOOK not in runtime.hooks_for(node).names(HookPoint.AFTER_GRAPH)
+    session = SessionScope("inside")
+    started = []
+    for text in FACTS:
+        started += [e for e in await turn(runtime, node, session, text) if isinstance(e, CleanupStarted)]
+        if started:
+            break
+    assert started and not queued("cleanup_ahead")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_summary_the_model_did_not_write_leaves_the_session_as_it_was(tmp_path):
+    node = agent()
+    model = RecordingModel()
+    runtime, services, env = runtime_setup(tmp_path, "sqlite", node, model)
+    session = SessionScope("failing")
+    await chat_until_queued(runtime, node, session)
+    before = await off_loop(services.bundle.messages.read, session)
+    model.fail_when = lambda messages, tools: True  # the endpoint is down for the summary
+
+    ran = await arun_recorded_tasks(environment=env)
+    [result] = [r for r in ran if r.task.name == "cleanup_ahead"]
+    assert result.return_value["status"] == "aborted"
+    assert "did not write the summary" in result.return_value["reason"]
+    # No fallback summary, no intent, nothing in the catalog: the threshold's cleanup is untouched.
+    assert await off_loop(services.bundle.messages.read, session) == before
+    assert await off_loop(services.bundle.kv.get, session, INTENT_KEY) is None
+    assert await off_loop(services.catalog.entries, session) == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_cleanup_ahead_that_is_no_longer_due_does_nothing(tmp_path):
+    node = agent()
+    model = RecordingModel()
+    runtime, services, env = runtime_setup(tmp_path, "sqlite", node, model)
+    session = SessionScope("overtaken")
+    await chat_until_queued(runtime, node, session)
+    # A turn's own cleanup (forced here) ran before the worker came to the task.
+    done = await compact(services=services, session=session, agent=node, user_id="7", model=model, force=True)
+    assert done.committed
+    asked = len(model.requests)
+    before = await off_loop(services.bundle.messages.read, session)
+
+    [job] = queued("cleanup_ahead")
+    with task_environment(env):  # the queued task alone (the run's review is queued too)
+        assert await cleanup_ahead.acall(**job.kwargs) == {"status": "not_due"}
+    assert len(model.requests) == asked  # no summary asked for
+    assert await off_loop(services.bundle.messages.read, session) == before
+
+
+# -- with a local server's gate: only quiet moments ----------------------------------------
+
+
+async def test_a_turn_takes_the_model_from_the_cleanup_ahead_which_stops_and_comes_again(tmp_path, fake_openai, settings):
+    """A one-slot local server (the real HTTP fake server, the model-call gate): the cleanup
+    ahead's summary is being written when the user's next turn arrives. The turn gets the model
+    at once; the cleanup stops there, commits nothing and frees its lease; the turn's end queues
+    it again and it completes in the next quiet moment."""
+    settings.MODEX_BACKGROUND_AFTER_TURN = 0.0
+    slow = {"on": True}
+
+    def answer(request):
+        if request.json.get("max_tokens") == 333 and slow["on"]:  # a summary call: seconds of text
+            return RawStream([chunk({"content": "## Goal\n"})] + [Pause(0.1), chunk({"content": "more "})] * 60)
+        return Reply(content="Noted." if request.json.get("max_tokens") != 333 else "## Goal\nA trip diary.")
+
+    fake_openai.responder = answer
+    model = OpenAIChatModel(base_url=fake_openai.url, api_key=FAKE_API_KEY, model="fake-model", timeout=10,
+                            max_retries=0)
+    services = build_services(backend="sqlite", workspace=tmp_path, model=model, gated=True,
+                              caps=ModelCaps(summary=333))
+    assert services.gate is not None and services.gate.limit(model) == 1
+    node = agent()
+    runtime = Runtime(services=services)
+    env = TaskEnvironment(services=services, find_agent={node.name: node}.get)
+    session = SessionScope("gated")
+    await chat_until_queued(runtime, node, session)
+    before = await off_loop(services.bundle.messages.read, session)
+    [job] = queued("cleanup_ahead")
+
+    with task_environment(env):
+        ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
+        while not [r for r in fake_openai.chat_requests if r.json.get("max_tokens") == 333]:
+            await asyncio.sleep(0.02)
+        events = await turn(runtime, node, session, "Thanks, that was the day.")
+        outcome = await ahead
+    assert services.gate.stats.chat_max_wait < 1  # the turn did not wait behind the summary
+    assert not [e for e in events if isinstance(e, CleanupStarted)]
+    assert outcome["status"] == "aborted" and "up to chat" in outcome["reason"]
+    # Nothing committed: the session is what it was plus the new turn, no summary, no intent.
+    after = await off_loop(services.bundle.messages.read, session)
+    assert after[: len(before)] == before and not any(m.is_compact_summary for m in after)
+    assert await off_loop(services.bundle.kv.get, session, INTENT_KEY) is None
+
+    # The turn's end queued it again; in the next quiet moment it completes.
+    slow["on"] = False
+    again = [other for other in queued("cleanup_ahead") if other is not job]  # job itself was run by hand
+    assert len(again) == 1
+    with task_environment(env):
+        outcome = await cleanup_ahead.acall(**again[0].kwargs)
+    assert outcome["status"] == "committed", outcome
+    assert (await off_loop(services.bundle.messages.read, session))[0].is_compact_summary
+    await model.aclose()
+
+
+async def test_chat_taking_the_model_between_summary_calls_commits_nothing(tmp_path, fake_openai, settings):
+    """The model answers the summary without its sections, so each section is asked alone; a
+    user starts typing while one of those questions is answered. No section is filled in from
+    the messages and nothing is committed: the summary the model did not finish is not written.
+    The task is queued for when the turn's hold on the model runs out."""
+    settings.MODEX_BACKGROUND_AFTER_TURN = 5.0
+
+    def answer(request):
+        cap = request.json.get("max_tokens")
+        if cap == 333:
+            return Reply(content="We talked about a trip.")  # no sections: each is asked alone
+        if 'Write the "' in request.json["messages"][-1]["content"]:
+            return RawStream([chunk({"content": "The trip"})] + [Pause(0.1), chunk({"content": "."})] * 60)
+        return Reply(content="Noted.")
+
+    fake_openai.responder = answer
+    model = OpenAIChatModel(base_url=fake_openai.url, api_key=FAKE_API_KEY, model="fake-model", timeout=10,
+                            max_retries=0)
+    services = build_services(backend="sqlite", workspace=tmp_path, model=model, gated=True,
+                              caps=ModelCaps(summary=333))
+    node = agent()
+    runtime = Runtime(services=services)
+    env = TaskEnvironment(services=services, find_agent={node.name: node}.get)
+    session = SessionScope("sections")
+    await chat_until_queued(runtime, node, session)
+    [job] = queued("cleanup_ahead")
+    wait = (job.task.run_after - timezone.now()).total_seconds()
+    assert 3 < wait <= 5  # after the turn's hold, not into it
+    before = await off_loop(services.bundle.messages.read, session)
+
+    await asyncio.sleep(wait)  # the worker takes it up when it is due
+    with task_environment(env):
+        ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
+        while not [r for r in fake_openai.chat_requests if 'Write the "' in r.json["messages"][-1]["content"]]:
+            await asyncio.sleep(0.02)
+        assert await off_loop(services.gate.mark_typing, model, session=session)
+        outcome = await ahead
+    assert outcome["status"] == "aborted" and "up to chat" in outcome["reason"]
+    assert await off_loop(services.bundle.messages.read, session) == before
+    assert await off_loop(services.bundle.kv.get, session, INTENT_KEY) is None
+    assert await off_loop(services.catalog.entries, session) == []
+    section_questions = [r for r in fake_openai.chat_requests if 'Write the "' in r.json["messages"][-1]["content"]]
+    assert len(section_questions) == 1  # stopped at the first: no other section asked, none retried
+    await model.aclose()
