@@ -113,6 +113,7 @@ class ChatRun:
     turns: list[TurnRecord] = field(default_factory=list)
     gate: dict = field(default_factory=dict)
     tasks: dict = field(default_factory=dict)
+    ahead: dict = field(default_factory=dict)  # the cleanups ahead of need, by how they ended
     capabilities: str = ""
 
     def median(self, attr: str) -> float | None:
@@ -224,6 +225,19 @@ def task_outcomes() -> dict:
     for path, status in DBTaskResult.objects.values_list("task_path", "status"):
         key = f"{path.rsplit('.', 1)[-1]}:{status}"
         counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def ahead_outcomes() -> dict:
+    """How the cleanups ahead of need ended (their return value's status: committed, aborted
+    when the model was taken back for chat, not_due ...), by status."""
+    from django_tasks_db.models import DBTaskResult
+
+    counts: dict[str, int] = {}
+    for path, value in DBTaskResult.objects.values_list("task_path", "return_value"):
+        if path.endswith(".cleanup_ahead"):
+            key = value.get("status", "?") if isinstance(value, dict) else "not finished"
+            counts[key] = counts.get(key, 0) + 1
     return counts
 
 
@@ -356,6 +370,7 @@ def main() -> None:
         finally:
             stop_worker(worker)
         run.tasks = task_outcomes()
+        run.ahead = ahead_outcomes()
         run.gate["preempted_in_worker"] = worker_preemptions()
     args.out.write_text(json.dumps(asdict(run), indent=2))
     from django.conf import settings
@@ -364,6 +379,7 @@ def main() -> None:
     recalled = [t for t in run.turns if t.recalled is not None]
     print(json.dumps({
         "turns": len(run.turns), "failed": len(failed), "cleanups": sum(t.cleanup for t in run.turns),
+        "cleanup_turns_s": [round(t.turn_s, 1) for t in run.turns if t.cleanup], "cleanups_ahead": run.ahead,
         "summaries_by_the_model": sum(t.fallback_summary is False for t in run.turns),
         "fallback_summaries": sum(t.fallback_summary is True for t in run.turns),
         "first_token_median_s": run.median("first_token_s"), "turn_median_s": run.median("turn_s"),
