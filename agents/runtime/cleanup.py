@@ -9,30 +9,28 @@ compression: without this hook installed (remove ``agents.runtime.cleanup.instal
 inside the window.
 
 **Cleanup ahead of need** (``install_ahead``, in ``MODEX_RUNTIME_HOOKS`` by default): a cleanup
-inside a turn makes that turn wait for the summary, tens of seconds to minutes with a small
-local model. So when a turn ends and a turn as long as the longest of the latest three would
+inside a turn makes that turn wait for the summary, two minutes and more with a small local
+model on a CPU. So when a turn ends and a turn as long as the longest of the latest three would
 carry the session over its threshold (``due_ahead``), ``CleanupAheadHook`` (AFTER_GRAPH) queues
 the ``cleanup_ahead`` task for when the turn's hold on the model has run out, and the task
-worker compacts the session in the pause before the next message. It is the cleanup the
-threshold would run a turn later, with these differences:
+worker compacts the session in the pauses before the next messages. It is the cleanup the
+threshold would run a turn later, as background model work, with these differences:
 
-* it uses only quiet moments: its model calls go through a *give-way* view of the gate, which
-  never waits for chat and stops for good when a turn or a typing user takes the model
-  (``GaveWay``); the summary then ends at once (``SummarizerWithdrawn``: no retry, no section
-  filled in) and so does the cleanup, ABORTED, nothing written, its lease released. The next
-  turn's end queues it again while it is still due;
-* it commits only a summary the model wrote (``fallback=False``): with a failed summary the
-  session stays as it was and the threshold's cleanup runs, fallback and all, as before. (An
-  interrupted cleanup's recorded cut is finished whoever wrote its summary: that is what makes
-  it exactly once.);
+* chat goes first: its summary calls give the model up to a turn or a typing user and ask again
+  once chat is quiet (``agents.runtime.gate``; a small model's summary may take several pauses,
+  and the server's prompt cache keeps what a restarted call had read). Meanwhile it holds the
+  session's cleanup lease, so a turn that crosses the threshold does not wait for a cleanup of
+  its own: that cleanup finds the lease busy, the turn goes on (assembly keeps what is sent
+  inside the window), and the cleanup ahead commits when its summary is written (appends and
+  the commit never conflict, ``memory.compression.cleanup``). Each summary call may wait for
+  chat as long as any background call (``MODEX_BACKGROUND_MAX_WAIT``) and then run its own time;
+* it commits only a summary the model wrote (``fallback=False``): when the model fails or stays
+  busy, the session stays as it was, the lease is released, and the threshold's cleanup runs,
+  fallback and all, as before (an interrupted cleanup's recorded cut is finished whoever wrote
+  its summary: that is what makes it exactly once);
 * it keeps the whole latest turn (``ahead_keep``), so the user can still edit or regenerate
   their last message;
 * it checks again when it runs that it is due (a turn may have cleaned up meanwhile).
-
-Without a gate (a remote endpoint) it runs at once and may still be writing when the next
-message arrives; that turn's own cleanup, if the threshold calls for one, finds the lease busy
-and the turn goes on (assembly keeps what is sent inside the window). Appends and the commit
-never conflict (``memory.compression.cleanup``).
 """
 
 from __future__ import annotations
@@ -54,6 +52,7 @@ from agents.runtime.hooks import HookPoint, RuntimeHooks
 from agents.runtime.sizing import probe_window, sized_agent
 from agents.runtime.tools.history_tools import archive_scope_for
 from memory.compression.cleanup import INTENT_KEY, CleanupFailed, CleanupResult, arun_cleanup
+from memory.compression.summary import SummaryOptions, summary_budget
 from memory.config import MemoryConfig
 from memory.messages import Message
 from memory.scopes import SessionScope
@@ -80,12 +79,16 @@ async def compact(
     force: bool = False,
     lease_ttl: float | None = None,
     fallback: bool = True,
+    summary_options: SummaryOptions | None = None,
 ) -> CleanupResult:
     """One cleanup of ``session`` as the runtime runs it: ``model`` summarizes, the archive is
     written when ``agent`` has it on. Raises ``CleanupFailed`` (the session is unchanged).
-    ``fallback=False``: commit only a summary the model wrote (the cleanup ahead of need)."""
+    ``fallback=False``: commit only a summary the model wrote (the cleanup ahead of need);
+    ``summary_options``: ``arun_cleanup``'s (default: its own)."""
     config = agent.memory_config
-    options = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
+    options: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
+    if summary_options is not None:
+        options["summary_options"] = summary_options
     return await arun_cleanup(
         bundle=services.bundle,
         session=session,
@@ -235,16 +238,20 @@ async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
         node = replace(node, memory_config=replace(config, keep_tokens=keep))
     # An interrupted cleanup's cut is finished first (not forced: no second cut unless still over).
     pending = await run_blocking(services.bundle.kv.get, scope, INTENT_KEY)
+    options = SummaryOptions(max_tokens=summary_budget(node.memory_config))
+    if services.gate is not None:  # a call's time counts its wait for chat at the gate too
+        options = replace(options, timeout=options.timeout + services.gate.background_max_wait)
     try:
         result = await compact(
             services=services,
             session=scope,
             agent=node,
             user_id=user,
-            model=services.calls(background=True, label="cleanup ahead", give_way=True),
+            model=services.calls(background=True, label="cleanup ahead"),
             force=pending is None,
             lease_ttl=float(getattr(settings, "MODEX_CLEANUP_LEASE_TTL", 600.0)),
             fallback=False,
+            summary_options=options,
         )
     except CleanupFailed as exc:  # the session is unchanged; the threshold's cleanup runs as before
         logger.warning("cleanup ahead of %s failed at %s: %s", session, exc.step, exc)

@@ -29,10 +29,6 @@ beside a turn would slow the turn down), in two classes:
   repeats text; it gives up after ``MODEX_BACKGROUND_MAX_WAIT`` seconds of waiting with
   ``ModelUnavailable`` (the Dream Engine and the reviewer then retry later with their backoff).
 
-A background call made through a *give-way* view (``calls(give_way=True)``: the cleanup ahead of
-need) uses only quiet moments: it does not wait for chat at all, and when chat arrives it stops
-for good (``GaveWay``) instead of asking again.
-
 On a llama.cpp server with two slots or more, background calls are pinned to its last slot
 (``id_slot``): one request at a time still, but the chat's cached prompt stays in its own slot, and
 a turn after background work does not have to process its whole context again (llama-server
@@ -74,7 +70,6 @@ from urllib.parse import urlsplit
 
 from agents.llm import ModelUnavailable
 from agents.runtime.leases import KeptLease
-from memory.compression.summary_calls import SummarizerWithdrawn
 from memory.locks import LeaseBusy, acquire_lease, lease_key
 from memory.scopes import GlobalScope, Scope
 from memory.stores.base import ConcurrentChange, KVStore
@@ -187,15 +182,11 @@ class ModelGate:
             return self.concurrency
         return 1 if _is_local(urlsplit(model.base_url).hostname or "") else None
 
-    def calls(self, model: Any, *, priority: str = FOREGROUND, label: str = "", give_way: bool = False) -> Any:
-        """``model`` as seen through the gate with ``priority`` (``model`` itself when ungated).
-        ``give_way``: background work that is only worth doing in a quiet moment (the cleanup
-        ahead of need) never waits for chat and stops when chat takes the model, instead of
-        asking again after it: a call that finds a turn or a typing user holding the model, or
-        is preempted by one, and every later call through this view raise ``GaveWay``."""
+    def calls(self, model: Any, *, priority: str = FOREGROUND, label: str = "") -> Any:
+        """``model`` as seen through the gate with ``priority`` (``model`` itself when ungated)."""
         if endpoint_id(model) is None:
             return model
-        return GatedModel(model, gate=self, priority=priority, label=label or priority, give_way=give_way)
+        return GatedModel(model, gate=self, priority=priority, label=label or priority)
 
     # -- the state ------------------------------------------------------------------------------
 
@@ -331,19 +322,12 @@ class ModelGate:
             event.set()  # waiters on other loops (threads, processes) see it at their next poll
 
 
-class GaveWay(ModelUnavailable, SummarizerWithdrawn):
-    """A give-way call (``ModelGate.calls(give_way=True)``) found chat holding the model, or was
-    preempted by it: it stops, and so does the cleanup that made it (``SummarizerWithdrawn``)."""
-
-
 class GatedModel:
     """A ChatModel whose ``stream`` goes through the gate with one priority; everything else
     (``name``, ``context_window``, ``capabilities``, ``discover`` ...) is the model's own."""
 
-    def __init__(self, model: Any, *, gate: ModelGate, priority: str, label: str, give_way: bool = False) -> None:
+    def __init__(self, model: Any, *, gate: ModelGate, priority: str, label: str) -> None:
         self.inner, self.gate, self.priority, self.label = model, gate, priority, label
-        self.give_way = give_way
-        self.gave_way = False  # a give-way view was preempted: it makes no more calls
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -400,17 +384,10 @@ class GatedModel:
             await kept.end()
         self.gate._slot_given_back()
 
-    def _gave_way(self) -> GaveWay:
-        self.gave_way = True
-        return GaveWay(f"the {self.label} gave the model {self.inner.describe()} up to chat and stops here")
-
     async def _background(self, request: dict[str, Any]) -> list[Any]:
         gate, endpoint = self.gate, endpoint_id(self.inner)
-        # A give-way call does not wait for chat at all: it runs now or not.
-        deadline = time.monotonic() + (0.0 if self.give_way else gate.background_max_wait)
+        deadline = time.monotonic() + gate.background_max_wait
         while True:
-            if self.gave_way:
-                raise self._gave_way()
             queued = await run_blocking(
                 acquire_lease, kv=gate.kv, scope=_SCOPE, name=f"gate.{endpoint}.queued.{uuid.uuid4().hex[:16]}",
                 ttl=gate.hold_ttl, holder=f"queued|{self.label}",
@@ -422,8 +399,6 @@ class GatedModel:
                 await asyncio.shield(self._end(waiting))
             if slot is None:
                 gate.stats.gave_up += 1
-                if self.give_way:
-                    raise self._gave_way()
                 raise ModelUnavailable(
                     f"the model {self.inner.describe()} stayed busy with chat for {gate.background_max_wait:g}s; "
                     f"the {self.label} waits for a quieter moment (MODEX_BACKGROUND_MAX_WAIT)"
@@ -437,9 +412,6 @@ class GatedModel:
                 gate.stats.background_calls += 1
                 return events
             gate.stats.preempted += 1
-            if self.give_way:
-                logger.info("a background %s call gave the model up to chat (a turn, or a user typing) and stops", self.label)
-                raise self._gave_way()
             logger.info("a background %s call gave the model up to chat (a turn, or a user typing); it asks again later",
                         self.label)
 

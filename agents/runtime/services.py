@@ -46,14 +46,13 @@ class MemoryServices:
     def offline(self) -> bool:
         return isinstance(self.model, OfflineChatModel)
 
-    def calls(self, model: Any | None = None, *, background: bool = False, label: str = "", give_way: bool = False) -> Any:
+    def calls(self, model: Any | None = None, *, background: bool = False, label: str = "") -> Any:
         """``model`` (default: the services' model) as its callers use it: through the gate
-        with chat or background priority (``give_way``: ``ModelGate.calls``); the model itself
-        without a gate."""
+        with chat or background priority; the model itself without a gate."""
         model = model if model is not None else self.model
         if self.gate is None:
             return model
-        return self.gate.calls(model, priority=BACKGROUND if background else FOREGROUND, label=label, give_way=give_way)
+        return self.gate.calls(model, priority=BACKGROUND if background else FOREGROUND, label=label)
 
 
 def build_services(

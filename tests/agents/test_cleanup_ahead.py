@@ -7,12 +7,13 @@ fails, for what a failed summary leaves)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from django.utils import timezone
 
 from agents.runtime.cleanup import AHEAD_HOOK, ahead_keep, cleanup_ahead, compact, due_ahead
-from agents.runtime.events import CleanupStarted
+from agents.runtime.events import CleanupDone, CleanupStarted
 from agents.runtime.hooks import HookPoint, installers
 from agents.llm.openai import OpenAIChatModel
 from agents.llm.settings import ModelCaps
@@ -207,102 +208,106 @@ async def test_a_cleanup_ahead_that_is_no_longer_due_does_nothing(tmp_path):
     assert await off_loop(services.bundle.messages.read, session) == before
 
 
-# -- with a local server's gate: only quiet moments ----------------------------------------
+# -- with a local server's gate: chat first ----------------------------------------------------
 
 
-async def test_a_turn_takes_the_model_from_the_cleanup_ahead_which_stops_and_comes_again(tmp_path, fake_openai, settings):
-    """A one-slot local server (the real HTTP fake server, the model-call gate): the cleanup
-    ahead's summary is being written when the user's next turn arrives. The turn gets the model
-    at once; the cleanup stops there, commits nothing and frees its lease; the turn's end queues
-    it again and it completes in the next quiet moment."""
-    settings.MODEX_BACKGROUND_AFTER_TURN = 0.0
-    slow = {"on": True}
-
-    def answer(request):
-        if request.json.get("max_tokens") == 333 and slow["on"]:  # a summary call: seconds of text
-            return RawStream([chunk({"content": "## Goal\n"})] + [Pause(0.1), chunk({"content": "more "})] * 60)
-        return Reply(content="Noted." if request.json.get("max_tokens") != 333 else "## Goal\nA trip diary.")
-
-    fake_openai.responder = answer
+def gated(tmp_path, fake_openai):
     model = OpenAIChatModel(base_url=fake_openai.url, api_key=FAKE_API_KEY, model="fake-model", timeout=10,
                             max_retries=0)
     services = build_services(backend="sqlite", workspace=tmp_path, model=model, gated=True,
                               caps=ModelCaps(summary=333))
     assert services.gate is not None and services.gate.limit(model) == 1
     node = agent()
-    runtime = Runtime(services=services)
     env = TaskEnvironment(services=services, find_agent={node.name: node}.get)
+    return model, services, node, Runtime(services=services), env
+
+
+def is_summary_call(request) -> bool:
+    return request.json.get("max_tokens") == 333
+
+
+async def test_a_turn_over_the_threshold_does_not_wait_for_the_cleanup_under_way(tmp_path, fake_openai, settings):
+    """A one-slot local server (the real HTTP fake server, the model-call gate): the cleanup
+    ahead's summary is being written when the user's next message arrives, and that message
+    takes the conversation over its threshold. The turn gets the model at once and goes on
+    without a cleanup of its own (the one under way holds the lease); the summary is asked again
+    once the turn is over, and the cleanup ahead commits it, the turn's messages kept."""
+    settings.MODEX_BACKGROUND_AFTER_TURN = 0.0
+    slow = {"on": True}
+
+    def answer(request):
+        if is_summary_call(request) and slow["on"]:  # seconds of text, cut by the turn
+            slow["on"] = False
+            return RawStream([chunk({"content": "## Goal\n"})] + [Pause(0.1), chunk({"content": "more "})] * 60)
+        return Reply(content="## Goal\nA trip diary." if is_summary_call(request) else "Noted.")
+
+    fake_openai.responder = answer
+    model, services, node, runtime, env = gated(tmp_path, fake_openai)
     session = SessionScope("gated")
-    await chat_until_queued(runtime, node, session)
-    before = await off_loop(services.bundle.messages.read, session)
+    turns, _ = await chat_until_queued(runtime, node, session)
     [job] = queued("cleanup_ahead")
 
     with task_environment(env):
         ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
-        while not [r for r in fake_openai.chat_requests if r.json.get("max_tokens") == 333]:
+        while not [r for r in fake_openai.chat_requests if is_summary_call(r)]:
             await asyncio.sleep(0.02)
-        events = await turn(runtime, node, session, "Thanks, that was the day.")
+        started = time.monotonic()
+        events = await turn(runtime, node, session, FACTS[turns])
+        took = time.monotonic() - started
         outcome = await ahead
-    assert services.gate.stats.chat_max_wait < 1  # the turn did not wait behind the summary
-    assert not [e for e in events if isinstance(e, CleanupStarted)]
-    assert outcome["status"] == "aborted" and "up to chat" in outcome["reason"]
-    # Nothing committed: the session is what it was plus the new turn, no summary, no intent.
-    after = await off_loop(services.bundle.messages.read, session)
-    assert after[: len(before)] == before and not any(m.is_compact_summary for m in after)
-    assert await off_loop(services.bundle.kv.get, session, INTENT_KEY) is None
-
-    # The turn's end queued it again; in the next quiet moment it completes.
-    slow["on"] = False
-    again = [other for other in queued("cleanup_ahead") if other is not job]  # job itself was run by hand
-    assert len(again) == 1
-    with task_environment(env):
-        outcome = await cleanup_ahead.acall(**again[0].kwargs)
+    # The turn crossed the threshold and did not wait: not for the 6 s summary, not for a cleanup.
+    assert [type(e) for e in events if isinstance(e, CleanupStarted | CleanupDone)] == [CleanupStarted, CleanupDone]
+    [done] = [e for e in events if isinstance(e, CleanupDone)]
+    assert not done.committed and "another cleanup of this session is running" in done.reason
+    assert took < 3 and services.gate.stats.chat_max_wait < 1
+    assert services.gate.stats.preempted == 1  # the summary call gave the model up to the turn
+    # Then the cleanup ahead committed the model's summary; the turn's messages are live after it.
     assert outcome["status"] == "committed", outcome
-    assert (await off_loop(services.bundle.messages.read, session))[0].is_compact_summary
+    after = await off_loop(services.bundle.messages.read, session)
+    assert after[0].is_compact_summary and "A trip diary." in after[0].content
+    assert [m.content for m in after[-2:]] == [FACTS[turns], "Noted."]
+    assert await off_loop(services.bundle.kv.get, session, INTENT_KEY) is None
     await model.aclose()
 
 
-async def test_chat_taking_the_model_between_summary_calls_commits_nothing(tmp_path, fake_openai, settings):
-    """The model answers the summary without its sections, so each section is asked alone; a
-    user starts typing while one of those questions is answered. No section is filled in from
-    the messages and nothing is committed: the summary the model did not finish is not written.
-    The task is queued for when the turn's hold on the model runs out."""
+async def test_queued_for_when_the_turns_hold_runs_out_and_asked_again_after_the_user_types(
+    tmp_path, fake_openai, settings
+):
+    """The task is queued for when the turn's hold on the model runs out. The model answers the
+    summary without its sections, so each is asked alone; the user starts typing during the first
+    of those questions: it gives the model up, is asked again when the typing has stopped, and the
+    summary the model wrote is committed (no section filled in from the messages)."""
     settings.MODEX_BACKGROUND_AFTER_TURN = 5.0
+    cut = {"done": False}
 
     def answer(request):
-        cap = request.json.get("max_tokens")
-        if cap == 333:
+        asked = request.json["messages"][-1]["content"]
+        if is_summary_call(request):
             return Reply(content="We talked about a trip.")  # no sections: each is asked alone
-        if 'Write the "' in request.json["messages"][-1]["content"]:
-            return RawStream([chunk({"content": "The trip"})] + [Pause(0.1), chunk({"content": "."})] * 60)
+        if 'Write the "' in asked:
+            if not cut["done"]:
+                cut["done"] = True
+                return RawStream([chunk({"content": "The"})] + [Pause(0.1), chunk({"content": "."})] * 60)
+            return Reply(content="A walk to the old market, figs, the storm story, the tram up the hill.")
         return Reply(content="Noted.")
 
     fake_openai.responder = answer
-    model = OpenAIChatModel(base_url=fake_openai.url, api_key=FAKE_API_KEY, model="fake-model", timeout=10,
-                            max_retries=0)
-    services = build_services(backend="sqlite", workspace=tmp_path, model=model, gated=True,
-                              caps=ModelCaps(summary=333))
-    node = agent()
-    runtime = Runtime(services=services)
-    env = TaskEnvironment(services=services, find_agent={node.name: node}.get)
+    model, services, node, runtime, env = gated(tmp_path, fake_openai)
     session = SessionScope("sections")
     await chat_until_queued(runtime, node, session)
     [job] = queued("cleanup_ahead")
     wait = (job.task.run_after - timezone.now()).total_seconds()
     assert 3 < wait <= 5  # after the turn's hold, not into it
-    before = await off_loop(services.bundle.messages.read, session)
 
     await asyncio.sleep(wait)  # the worker takes it up when it is due
     with task_environment(env):
         ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
-        while not [r for r in fake_openai.chat_requests if 'Write the "' in r.json["messages"][-1]["content"]]:
+        while not cut["done"]:
             await asyncio.sleep(0.02)
-        assert await off_loop(services.gate.mark_typing, model, session=session)
+        assert await off_loop(services.gate.mark_typing, model, session=session, hold=0.5)
         outcome = await ahead
-    assert outcome["status"] == "aborted" and "up to chat" in outcome["reason"]
-    assert await off_loop(services.bundle.messages.read, session) == before
-    assert await off_loop(services.bundle.kv.get, session, INTENT_KEY) is None
-    assert await off_loop(services.catalog.entries, session) == []
-    section_questions = [r for r in fake_openai.chat_requests if 'Write the "' in r.json["messages"][-1]["content"]]
-    assert len(section_questions) == 1  # stopped at the first: no other section asked, none retried
+    assert outcome["status"] == "committed", outcome
+    assert services.gate.stats.preempted >= 1
+    summary = (await off_loop(services.bundle.messages.read, session))[0]
+    assert summary.is_compact_summary and "figs, the storm story" in summary.content
     await model.aclose()

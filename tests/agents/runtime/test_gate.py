@@ -17,7 +17,7 @@ import pytest
 from agents.llm import ModelUnavailable, complete
 from agents.llm.capabilities import Capabilities
 from agents.llm.openai import OpenAIChatModel
-from agents.runtime.gate import BACKGROUND, FOREGROUND, GaveWay, ModelGate, endpoint_id
+from agents.runtime.gate import BACKGROUND, FOREGROUND, ModelGate, endpoint_id
 from memory.locks import acquire_lease
 from memory.scopes import GlobalScope, SessionScope
 from memory.stores.base import StorageUnavailable
@@ -136,40 +136,6 @@ async def test_a_turn_preempts_a_running_background_call_which_asks_again_withou
     await gate.keep(held, name="t").end()
     assert (await dream).content == "whole dream"  # asked again from the start, delivered once
     assert gate.stats.preempted == 1 and len(fake_openai.chat_requests) == 3
-
-
-async def test_a_give_way_call_stops_when_chat_takes_the_model_and_asks_no_more(threaded_bundle, fake_openai):
-    slow = RawStream([chunk({"content": "half "})] + [Pause(0.1), chunk({"content": "."})] * 50)
-    fake_openai.script(slow, Reply(content="chat answer"), Reply(content="never asked"))
-    model = model_for(fake_openai)
-    gate = gate_for(threaded_bundle)
-    view = gate.calls(model, priority=BACKGROUND, label="cleanup ahead", give_way=True)
-    cleanup = asyncio.create_task(complete(view, messages=USER))
-    while not fake_openai.chat_requests:
-        await asyncio.sleep(0.02)
-    held = await mark(gate, model)
-    assert (await complete(gate.calls(model, priority=FOREGROUND), messages=USER)).content == "chat answer"
-    with pytest.raises(ModelUnavailable, match="cleanup ahead gave the model .* up to chat"):
-        await cleanup  # not asked again after the turn, unlike other background work
-    await gate.keep(held, name="t").end()
-    with pytest.raises(ModelUnavailable, match="up to chat"):
-        await complete(view, messages=USER)  # the view makes no more calls, the model free or not
-    assert gate.stats.preempted == 1 and len(fake_openai.chat_requests) == 2
-
-
-async def test_a_give_way_call_does_not_wait_for_a_turn_or_a_typing_user(threaded_bundle, fake_openai):
-    model = model_for(fake_openai)
-    gate = gate_for(threaded_bundle, background_max_wait=30)
-    held = await mark(gate, model)
-    started = time.monotonic()
-    with pytest.raises(GaveWay, match="up to chat"):
-        await complete(gate.calls(model, priority=BACKGROUND, label="cleanup ahead", give_way=True), messages=USER)
-    assert time.monotonic() - started < 1 and fake_openai.chat_requests == []
-    await gate.keep(held, name="t").end()
-    assert await run_blocking(gate.mark_typing, model, session=SessionScope("typing"))
-    with pytest.raises(GaveWay):
-        await complete(gate.calls(model, priority=BACKGROUND, label="cleanup ahead", give_way=True), messages=USER)
-    assert fake_openai.chat_requests == []
 
 
 async def test_a_background_call_gives_up_after_its_longest_wait(threaded_bundle, fake_openai):
