@@ -24,6 +24,11 @@ threshold would run a turn later, as background model work, with these differenc
   inside the window), and the cleanup ahead commits when its summary is written (appends and
   the commit never conflict, ``memory.compression.cleanup``). Each summary call may wait for
   chat as long as any background call (``MODEX_BACKGROUND_MAX_WAIT``) and then run its own time;
+* a model slower than the conversation does not let it run away: once the session is past
+  ``hard_limit`` (halfway from the threshold to the usable window), the cleanup ahead stops when
+  chat next keeps it from the model (``stop_when``: nothing written, the lease released,
+  ``SummarizerWithdrawn``), and the turn's own cleanup waits up to ``LEASE_WAIT`` for the lease
+  and runs as without it (so does a cleanup forced by a context the endpoint refused);
 * it commits only a summary the model wrote (``fallback=False``): when the model fails or stays
   busy, the session stays as it was, the lease is released, and the threshold's cleanup runs,
   fallback and all, as before (an interrupted cleanup's recorded cut is finished whoever wrote
@@ -35,6 +40,7 @@ threshold would run a turn later, as background model work, with these differenc
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -51,7 +57,7 @@ from agents.runtime.events import CleanupDone, CleanupStarted, RuntimeEvent
 from agents.runtime.hooks import HookPoint, RuntimeHooks
 from agents.runtime.sizing import probe_window, sized_agent
 from agents.runtime.tools.history_tools import archive_scope_for
-from memory.compression.cleanup import INTENT_KEY, CleanupFailed, CleanupResult, arun_cleanup
+from memory.compression.cleanup import INTENT_KEY, CleanupFailed, CleanupResult, CleanupStatus, arun_cleanup
 from memory.compression.summary import SummaryOptions, summary_budget
 from memory.config import MemoryConfig
 from memory.messages import Message
@@ -124,6 +130,16 @@ async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> As
             force=force,
             lease_ttl=ctx.runtime.cleanup_lease_ttl,
         )
+        waited = 0.0
+        while result.status is CleanupStatus.BUSY and (force or head.tokens > hard_limit(config)) and waited < LEASE_WAIT:
+            # Far over the threshold (or refused as too long): a cleanup ahead of need that holds the
+            # lease stops when it sees this turn (``stop_when``); wait for it, then clean up here.
+            await asyncio.sleep(LEASE_POLL)
+            waited += LEASE_POLL
+            result = await compact(
+                services=services, session=ctx.session, agent=ctx.agent, user_id=ctx.user_id,
+                model=ctx.runtime.calls, force=force, lease_ttl=ctx.runtime.cleanup_lease_ttl,
+            )
     except CleanupFailed as exc:
         # The session is unchanged; the turn goes on (assembly keeps the context in the window).
         logger.error("cleanup of %s failed at %s: %s", ctx.session.key(), exc.step, exc)
@@ -150,6 +166,17 @@ async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> As
 
 #: How many of the session's latest turns ``due_ahead`` takes the longest of.
 AHEAD_TURNS = 3
+#: How long a turn far over its threshold waits for a cleanup ahead to give the lease back, and
+#: how often it looks (the cleanup ahead sees the turn within the gate's background poll).
+LEASE_WAIT = 15.0
+LEASE_POLL = 0.25
+
+
+def hard_limit(config: MemoryConfig) -> int:
+    """Tokens past which a turn does not go on without a cleanup of its own while a cleanup ahead
+    of need is under way: halfway from the threshold to the usable window (the window less the
+    reply's room), so the model never gets far behind, and what is sent still fits."""
+    return config.threshold + (config.usable_window - config.threshold) // 2
 
 
 def _turns(body: Sequence[Message]) -> list[int]:
@@ -241,13 +268,18 @@ async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
     options = SummaryOptions(max_tokens=summary_budget(node.memory_config))
     if services.gate is not None:  # a call's time counts its wait for chat at the gate too
         options = replace(options, timeout=options.timeout + services.gate.background_max_wait)
+    limit = hard_limit(config)
+
+    def far_over() -> bool:  # a turn now must clean up itself: give the session back
+        return services.bundle.messages.head(scope).tokens > limit
+
     try:
         result = await compact(
             services=services,
             session=scope,
             agent=node,
             user_id=user,
-            model=services.calls(background=True, label="cleanup ahead"),
+            model=services.calls(background=True, label="cleanup ahead", stop_when=far_over),
             force=pending is None,
             lease_ttl=float(getattr(settings, "MODEX_CLEANUP_LEASE_TTL", 600.0)),
             fallback=False,

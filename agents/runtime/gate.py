@@ -29,6 +29,10 @@ beside a turn would slow the turn down), in two classes:
   repeats text; it gives up after ``MODEX_BACKGROUND_MAX_WAIT`` seconds of waiting with
   ``ModelUnavailable`` (the Dream Engine and the reviewer then retry later with their backoff).
 
+A background call may name a ``stop_when`` check, asked whenever chat keeps it from running: when
+it says so the call stops for good (``GaveWay``) instead of waiting (the cleanup ahead of need
+gives its session back to a turn that must clean up itself).
+
 On a llama.cpp server with two slots or more, background calls are pinned to its last slot
 (``id_slot``): one request at a time still, but the chat's cached prompt stays in its own slot, and
 a turn after background work does not have to process its whole context again (llama-server
@@ -62,7 +66,7 @@ import time
 import uuid
 import weakref
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -70,6 +74,7 @@ from urllib.parse import urlsplit
 
 from agents.llm import ModelUnavailable
 from agents.runtime.leases import KeptLease
+from memory.compression.summary_calls import SummarizerWithdrawn
 from memory.locks import LeaseBusy, acquire_lease, lease_key
 from memory.scopes import GlobalScope, Scope
 from memory.stores.base import ConcurrentChange, KVStore
@@ -182,11 +187,16 @@ class ModelGate:
             return self.concurrency
         return 1 if _is_local(urlsplit(model.base_url).hostname or "") else None
 
-    def calls(self, model: Any, *, priority: str = FOREGROUND, label: str = "") -> Any:
-        """``model`` as seen through the gate with ``priority`` (``model`` itself when ungated)."""
+    def calls(self, model: Any, *, priority: str = FOREGROUND, label: str = "",
+              stop_when: Callable[[], bool] | None = None) -> Any:
+        """``model`` as seen through the gate with ``priority`` (``model`` itself when ungated).
+        ``stop_when`` (background; called on a store thread): asked whenever chat keeps the call
+        from running (waiting, or preempted); when it says so the call stops for good with
+        ``GaveWay`` instead of waiting for chat (the cleanup ahead of need, once its session is
+        far over its threshold and a turn must clean up itself)."""
         if endpoint_id(model) is None:
             return model
-        return GatedModel(model, gate=self, priority=priority, label=label or priority)
+        return GatedModel(model, gate=self, priority=priority, label=label or priority, stop_when=stop_when)
 
     # -- the state ------------------------------------------------------------------------------
 
@@ -296,7 +306,9 @@ class ModelGate:
         background = sum(kind == "slot" and holder.startswith(BACKGROUND) for kind, _, holder in live)
         return turns > 0 and turns + background > limit
 
-    async def _wait_slot(self, model: Any, priority: str, label: str, deadline: float | None) -> Any:
+    async def _wait_slot(self, model: Any, priority: str, label: str, deadline: float | None,
+                         stop_when: Callable[[], bool] | None = None) -> Any:
+        """A slot; None at ``deadline``; ``_STOPPED`` when ``stop_when`` says so while waiting."""
         endpoint, limit = endpoint_id(model), self.limit(model)
         pause = self.poll if priority == FOREGROUND else self.background_poll
         while True:
@@ -305,6 +317,8 @@ class ModelGate:
                 return slot
             if deadline is not None and time.monotonic() >= deadline:
                 return None
+            if stop_when is not None and await run_blocking(stop_when):
+                return _STOPPED
             wake = self._wake()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), pause)
@@ -322,12 +336,22 @@ class ModelGate:
             event.set()  # waiters on other loops (threads, processes) see it at their next poll
 
 
+_STOPPED = object()  # ``_wait_slot``: the caller's ``stop_when`` said stop
+
+
+class GaveWay(ModelUnavailable, SummarizerWithdrawn):
+    """A background call with ``stop_when`` stopped for good instead of waiting for chat; a
+    cleanup that made it ends with nothing written (``SummarizerWithdrawn``)."""
+
+
 class GatedModel:
     """A ChatModel whose ``stream`` goes through the gate with one priority; everything else
     (``name``, ``context_window``, ``capabilities``, ``discover`` ...) is the model's own."""
 
-    def __init__(self, model: Any, *, gate: ModelGate, priority: str, label: str) -> None:
+    def __init__(self, model: Any, *, gate: ModelGate, priority: str, label: str,
+                 stop_when: Callable[[], bool] | None = None) -> None:
         self.inner, self.gate, self.priority, self.label = model, gate, priority, label
+        self.stop_when = stop_when
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -384,6 +408,10 @@ class GatedModel:
             await kept.end()
         self.gate._slot_given_back()
 
+    def _gave_way(self) -> GaveWay:
+        logger.info("a background %s call gave the model up to chat and stops", self.label)
+        return GaveWay(f"the {self.label} gave the model {self.inner.describe()} up to chat and stopped")
+
     async def _background(self, request: dict[str, Any]) -> list[Any]:
         gate, endpoint = self.gate, endpoint_id(self.inner)
         deadline = time.monotonic() + gate.background_max_wait
@@ -394,9 +422,11 @@ class GatedModel:
             )
             waiting = gate.keep(queued, name=f"gate-queued-{self.label}")
             try:
-                slot = await gate._wait_slot(self.inner, BACKGROUND, self.label, deadline)
+                slot = await gate._wait_slot(self.inner, BACKGROUND, self.label, deadline, stop_when=self.stop_when)
             finally:
                 await asyncio.shield(self._end(waiting))
+            if slot is _STOPPED:
+                raise self._gave_way()
             if slot is None:
                 gate.stats.gave_up += 1
                 raise ModelUnavailable(
@@ -412,6 +442,8 @@ class GatedModel:
                 gate.stats.background_calls += 1
                 return events
             gate.stats.preempted += 1
+            if self.stop_when is not None and await run_blocking(self.stop_when):
+                raise self._gave_way()
             logger.info("a background %s call gave the model up to chat (a turn, or a user typing); it asks again later",
                         self.label)
 

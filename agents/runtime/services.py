@@ -46,13 +46,16 @@ class MemoryServices:
     def offline(self) -> bool:
         return isinstance(self.model, OfflineChatModel)
 
-    def calls(self, model: Any | None = None, *, background: bool = False, label: str = "") -> Any:
+    def calls(self, model: Any | None = None, *, background: bool = False, label: str = "",
+              stop_when: Callable[[], bool] | None = None) -> Any:
         """``model`` (default: the services' model) as its callers use it: through the gate
-        with chat or background priority; the model itself without a gate."""
+        with chat or background priority (``stop_when``: ``ModelGate.calls``); the model itself
+        without a gate."""
         model = model if model is not None else self.model
         if self.gate is None:
             return model
-        return self.gate.calls(model, priority=BACKGROUND if background else FOREGROUND, label=label)
+        return self.gate.calls(model, priority=BACKGROUND if background else FOREGROUND, label=label,
+                               stop_when=stop_when)
 
 
 def build_services(

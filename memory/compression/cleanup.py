@@ -9,7 +9,8 @@ In order (the steps live in ``memory.compression.steps``, one function each):
 4. ``choose``: the tool-chain-safe prune boundary keeping a tail of ``config.keep`` tokens.
 5. ``summarize``: the structured compact summary, the previous one merged in (a deterministic
    fallback when the summarizer fails; never an exception, never a loop). A cleanup ahead of
-   need (``fallback=False``) stops here instead, ABORTED, when the model did not write it.
+   need (``fallback=False``) stops here instead, ABORTED, when the model did not write it, and
+   any cleanup does when its summarizer withdraws (``SummarizerWithdrawn``).
 6. ``save_intent``: the planned cut and its summary, in the session's KV (``cleanup.pending``).
 7. ``write_catalog``: the evicted messages into the pruned catalog.
 8. ``write_archive``: when ``config.archive_enabled`` and an archive scope is given, the evicted
@@ -58,6 +59,7 @@ from memory.compression.pruned import PrunedCatalog
 from memory.compression.results import CleanupFailed, CleanupResult, CleanupStatus
 from memory.compression.steps import INTENT_KEY, LEASE_NAME, Abort, CleanupIntent, CleanupRun, derived_id, io
 from memory.compression.summary import SummaryOptions, Summarizer, summary_budget
+from memory.compression.summary_calls import SummarizerWithdrawn
 from memory.config import MemoryConfig
 from memory.hooks import CleanupFinished, CleanupTriggered, MemoryHookDispatcher, MemoryHookPoint
 from memory.locks import LeaseBusy, LeaseLost, acquire_lease, default_holder, release_lease
@@ -101,7 +103,7 @@ async def _step(name: str, run: CleanupRun | SessionScope, awaitable: Any, *, ou
     session = run if isinstance(run, SessionScope) else run.session
     try:
         return await awaitable
-    except (Abort, LeaseBusy, LeaseLost, FencedOut, CleanupFailed):
+    except (Abort, LeaseBusy, LeaseLost, FencedOut, CleanupFailed, SummarizerWithdrawn):
         raise  # the pipeline's own outcomes, turned into results by the caller
     except Exception as exc:
         raise _failed(name, session, exc, outcome) from exc
@@ -235,7 +237,10 @@ async def _pass(*, run: CleanupRun, force: bool) -> CleanupResult:
             head,
         )
     cleanup_at = run.now()
-    outcome = await _step("the summary", run, steps.summarize(run=run, boundary=boundary, cleanup_at=cleanup_at))
+    try:
+        outcome = await _step("the summary", run, steps.summarize(run=run, boundary=boundary, cleanup_at=cleanup_at))
+    except SummarizerWithdrawn as exc:
+        return _result(run, CleanupStatus.ABORTED, f"{exc}; nothing was committed", head)
     # The summarizer may have taken long: is the lease still ours?
     await _step("the lease", run, steps.keep_lease(run))
     if outcome.fallback and not run.fallback:
@@ -307,7 +312,8 @@ async def arun_cleanup(
     stores the vectors of what the cleanup archives, for archive search. ``fallback=False``
     commits only a summary the model wrote: when the summarizer fails, the cleanup ends ABORTED
     with nothing written (an interrupted cut is still finished with the summary it recorded,
-    whoever wrote it: that cut must be completed).
+    whoever wrote it: that cut must be completed). A summarizer that raises
+    ``SummarizerWithdrawn`` ends the cleanup ABORTED with nothing written, whatever ``fallback``.
     """
     options = summary_options or SummaryOptions(max_tokens=summary_budget(config))
     head: SessionHead = await _step("reading the session", session, io(bundle.messages.head, session))

@@ -17,8 +17,8 @@ class CleanupStatus(enum.StrEnum):
     SKIPPED = "skipped"  # under the threshold and not forced
     NOTHING_TO_EVICT = "nothing_to_evict"  # everything after the compact summary fits in keep_tokens
     BUSY = "busy"  # another cleanup of this session holds the lease
-    # the session changed under the cleanup, the lease was lost, or a cleanup ahead of need got
-    # no summary from the model; nothing committed
+    # the session changed under the cleanup, the lease was lost, the summarizer withdrew, or a
+    # cleanup ahead of need got no summary from the model; nothing committed
     ABORTED = "aborted"
 
 

@@ -42,6 +42,12 @@ class SummarizerFailed(Exception):
         self.answered = answered  # the model answered, uselessly (not an error or a timeout)
 
 
+class SummarizerWithdrawn(Exception):
+    """The summarizer withdrew: its model is wanted for something more urgent (a cleanup ahead of
+    need gives the model and the session back to a turn that must clean up itself). Never
+    retried, no section filled in for it: the cleanup that asked ends ABORTED, nothing written."""
+
+
 class InvalidAnswer(ValueError):
     """The summarizer answered, but not with a usable summary."""
 
@@ -169,6 +175,8 @@ class Caller:
                 reason = str(exc)
                 if not retry_useless:
                     raise SummarizerFailed(reason, calls=self.calls, answered=True) from None
+            except SummarizerWithdrawn:
+                raise
             except Exception as exc:  # any provider error: 429, 500, connection reset, ...
                 reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         raise SummarizerFailed(f"{reason} ({attempts} attempt{'s' if attempts > 1 else ''})", calls=self.calls)

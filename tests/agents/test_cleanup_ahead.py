@@ -12,7 +12,7 @@ import time
 import pytest
 from django.utils import timezone
 
-from agents.runtime.cleanup import AHEAD_HOOK, ahead_keep, cleanup_ahead, compact, due_ahead
+from agents.runtime.cleanup import AHEAD_HOOK, ahead_keep, cleanup_ahead, compact, due_ahead, hard_limit
 from agents.runtime.events import CleanupDone, CleanupStarted
 from agents.runtime.hooks import HookPoint, installers
 from agents.llm.openai import OpenAIChatModel
@@ -310,4 +310,44 @@ async def test_queued_for_when_the_turns_hold_runs_out_and_asked_again_after_the
     assert services.gate.stats.preempted >= 1
     summary = (await off_loop(services.bundle.messages.read, session))[0]
     assert summary.is_compact_summary and "figs, the storm story" in summary.content
+    await model.aclose()
+
+
+async def test_far_over_the_threshold_the_cleanup_ahead_gives_way_to_the_turns_own(tmp_path, fake_openai, settings):
+    """The model cannot keep up: while the cleanup ahead's summary is written, the user's next
+    message takes the conversation past halfway from its threshold to the window. The cleanup
+    ahead stops (nothing written, the lease released) and the turn cleans up itself, as without
+    a cleanup ahead: the conversation never runs away from its threshold."""
+    settings.MODEX_BACKGROUND_AFTER_TURN = 0.0
+    slow = {"on": True}
+
+    def answer(request):
+        if is_summary_call(request) and slow["on"]:
+            slow["on"] = False
+            return RawStream([chunk({"content": "## Goal\n"})] + [Pause(0.1), chunk({"content": "more "})] * 100)
+        return Reply(content="## Goal\nA trip diary, summarized in the turn." if is_summary_call(request) else "Noted.")
+
+    fake_openai.responder = answer
+    model, services, _, _, _ = gated(tmp_path, fake_openai)
+    node = agent(context_window=2048)  # reply room 256: usable 1,792, the hard limit 1,346
+    assert hard_limit(node.memory_config) == 1346
+    runtime = Runtime(services=services)
+    env = TaskEnvironment(services=services, find_agent={node.name: node}.get)
+    session = SessionScope("runaway")
+    await chat_until_queued(runtime, node, session)
+    [job] = queued("cleanup_ahead")
+
+    with task_environment(env):
+        ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
+        while not [r for r in fake_openai.chat_requests if is_summary_call(r)]:
+            await asyncio.sleep(0.02)
+        events = await turn(runtime, node, session, " ".join(FACTS[7:14]))  # some 770 tokens
+        outcome = await ahead
+    assert outcome["status"] == "aborted" and "stopped" in outcome["reason"]
+    [done] = [e for e in events if isinstance(e, CleanupDone)]
+    assert done.committed and done.tokens_before > 1346  # the turn's own cleanup
+    live = await off_loop(services.bundle.messages.read, session)
+    assert [m for m in live if m.is_compact_summary] == [live[0]]
+    assert "summarized in the turn" in live[0].content
+    assert await off_loop(services.bundle.kv.get, session, INTENT_KEY) is None
     await model.aclose()

@@ -17,7 +17,7 @@ import pytest
 from agents.llm import ModelUnavailable, complete
 from agents.llm.capabilities import Capabilities
 from agents.llm.openai import OpenAIChatModel
-from agents.runtime.gate import BACKGROUND, FOREGROUND, ModelGate, endpoint_id
+from agents.runtime.gate import BACKGROUND, FOREGROUND, GaveWay, ModelGate, endpoint_id
 from memory.locks import acquire_lease
 from memory.scopes import GlobalScope, SessionScope
 from memory.stores.base import StorageUnavailable
@@ -136,6 +136,29 @@ async def test_a_turn_preempts_a_running_background_call_which_asks_again_withou
     await gate.keep(held, name="t").end()
     assert (await dream).content == "whole dream"  # asked again from the start, delivered once
     assert gate.stats.preempted == 1 and len(fake_openai.chat_requests) == 3
+
+
+async def test_a_background_call_stops_for_good_when_its_check_says_so(threaded_bundle, fake_openai):
+    slow = RawStream([chunk({"content": "half "})] + [Pause(0.1), chunk({"content": "."})] * 50)
+    fake_openai.script(slow, Reply(content="chat answer"), Reply(content="never asked"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle, background_max_wait=30)
+    urgent = {"now": False}
+    view = gate.calls(model, priority=BACKGROUND, label="cleanup ahead", stop_when=lambda: urgent["now"])
+    ahead = asyncio.create_task(complete(view, messages=USER))
+    while not fake_openai.chat_requests:
+        await asyncio.sleep(0.02)
+    urgent["now"] = True
+    held = await mark(gate, model)
+    assert (await complete(gate.calls(model, priority=FOREGROUND), messages=USER)).content == "chat answer"
+    with pytest.raises(GaveWay, match="cleanup ahead gave the model .* up to chat and stopped"):
+        await ahead  # preempted, and not asked again after the turn
+    # Waiting for a turn, it stops as soon as the check says so (not after its longest wait).
+    started = time.monotonic()
+    with pytest.raises(GaveWay):
+        await complete(view, messages=USER)
+    assert time.monotonic() - started < 2 and len(fake_openai.chat_requests) == 2
+    await gate.keep(held, name="t").end()
 
 
 async def test_a_background_call_gives_up_after_its_longest_wait(threaded_bundle, fake_openai):
