@@ -289,7 +289,25 @@ async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
         logger.warning("cleanup ahead of %s failed at %s: %s", session, exc.step, exc)
         return {"status": "failed", "reason": str(exc)}
     logger.info("cleanup ahead of %s: %s (%s)", session, result.status.value, result.reason)
+    if result.committed:
+        await run_blocking(_draw, services, scope, result)
     return {"status": result.status.value, "reason": result.reason, "evicted": result.evicted_count}
+
+
+def _draw(services: MemoryServices, session: SessionScope, result: CleanupResult) -> None:
+    """Mark the cleanup on the chat's meter chart: the chat socket marks a turn's cleanups from
+    the turn's events, and this one happened between turns. Only a chart: a failure is logged."""
+    from agents.chat.meter import record_cleanup
+
+    event = CleanupDone(
+        committed=True, reason=result.reason, evicted_count=result.evicted_count, kept_count=result.kept_count,
+        tokens_before=result.tokens_before, tokens_after=result.tokens_after, through_seq=result.through_seq,
+        fallback_summary=result.fallback_summary,
+    )
+    try:
+        record_cleanup(kv=services.bundle.kv, session=session, event=event)
+    except Exception:
+        logger.warning("the meter chart of %s could not mark the cleanup ahead", session.key(), exc_info=True)
 
 
 def enqueue_cleanup_ahead(*, agent: str, user: str, session: str, after: float = 0.0) -> Any:

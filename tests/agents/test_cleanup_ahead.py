@@ -15,6 +15,7 @@ from django.utils import timezone
 from agents.runtime.cleanup import AHEAD_HOOK, ahead_keep, cleanup_ahead, compact, due_ahead, hard_limit
 from agents.runtime.events import CleanupDone, CleanupStarted
 from agents.runtime.hooks import HookPoint, installers
+from agents.chat.meter import load_history
 from agents.llm.openai import OpenAIChatModel
 from agents.llm.settings import ModelCaps
 from agents.runtime.loop import Runtime
@@ -144,6 +145,9 @@ async def test_the_next_turn_finds_the_session_compacted_and_does_not_wait(tmp_p
     catalog = await off_loop(services.catalog.entries, session)
     assert len(catalog) == evicted and FACTS[0] in [entry.message.content for entry in catalog]
 
+    # The chat's meter chart marks it, though no turn's events reported it.
+    [mark] = (await off_loop(load_history, kv=services.bundle.kv, session=session)).cleanups
+    assert mark.evicted == evicted and mark.tokens_before == head.tokens
     # The whole latest exchange is still live: the user can edit or regenerate it.
     assert [m.content for m in after[-2:]] == [FACTS[turns - 1], before_cleanup[-1].content]
 
