@@ -27,8 +27,10 @@ threshold would run a turn later, as background model work, with these differenc
 * a model slower than the conversation does not let it run away: once the session is past
   ``hard_limit`` (halfway from the threshold to the usable window), the cleanup ahead stops when
   chat next keeps it from the model (``stop_when``: nothing written, the lease released,
-  ``SummarizerWithdrawn``), and the turn's own cleanup waits up to ``LEASE_WAIT`` for the lease
-  and runs as without it (so does a cleanup forced by a context the endpoint refused);
+  ``SummarizerWithdrawn``), and the turn's own cleanup waits up to ``LEASE_WAIT`` for the lease,
+  once a turn, and runs as without it (a holder that does not give way, such as archiving or a
+  crashed worker, costs the turn that wait once; a cleanup forced by a refused context does not
+  wait: the turn asks again with the window it learned);
 * it commits only a summary the model wrote (``fallback=False``): when the model fails or stays
   busy, the session stays as it was, the lease is released, and the threshold's cleanup runs,
   fallback and all, as before (an interrupted cleanup's recorded cut is finished whoever wrote
@@ -57,9 +59,10 @@ from agents.runtime.events import CleanupDone, CleanupStarted, RuntimeEvent
 from agents.runtime.hooks import HookPoint, RuntimeHooks
 from agents.runtime.sizing import probe_window, sized_agent
 from agents.runtime.tools.history_tools import archive_scope_for
-from memory.compression.cleanup import INTENT_KEY, CleanupFailed, CleanupResult, CleanupStatus, arun_cleanup
+from memory.compression.cleanup import INTENT_KEY, LEASE_NAME, CleanupFailed, CleanupResult, CleanupStatus, arun_cleanup
 from memory.compression.summary import SummaryOptions, summary_budget
 from memory.config import MemoryConfig
+from memory.locks import lease_active
 from memory.messages import Message
 from memory.scopes import SessionScope
 from memory.threads import run_blocking
@@ -120,8 +123,8 @@ async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> As
     if not force and head.tokens <= config.threshold:
         return
     yield CleanupStarted(tokens=head.tokens, threshold=config.threshold)
-    try:
-        result = await compact(
+    async def attempt() -> CleanupResult:
+        return await compact(
             services=services,
             session=ctx.session,
             agent=ctx.agent,
@@ -130,16 +133,18 @@ async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> As
             force=force,
             lease_ttl=ctx.runtime.cleanup_lease_ttl,
         )
-        waited = 0.0
-        while result.status is CleanupStatus.BUSY and (force or head.tokens > hard_limit(config)) and waited < LEASE_WAIT:
-            # Far over the threshold (or refused as too long): a cleanup ahead of need that holds the
-            # lease stops when it sees this turn (``stop_when``); wait for it, then clean up here.
-            await asyncio.sleep(LEASE_POLL)
-            waited += LEASE_POLL
-            result = await compact(
-                services=services, session=ctx.session, agent=ctx.agent, user_id=ctx.user_id,
-                model=ctx.runtime.calls, force=force, lease_ttl=ctx.runtime.cleanup_lease_ttl,
-            )
+
+    try:
+        result = await attempt()
+        if result.status is CleanupStatus.BUSY and not force and head.tokens > hard_limit(config) and not ctx.lease_waited:
+            # Far over the threshold: a cleanup ahead of need holding the lease stops when chat
+            # keeps it from the model (``stop_when``); wait for that, once a turn, then clean up here.
+            ctx.lease_waited = True
+            waited = 0.0
+            while result.status is CleanupStatus.BUSY and waited < LEASE_WAIT:
+                await asyncio.sleep(LEASE_POLL)
+                waited += LEASE_POLL
+                result = await attempt()
     except CleanupFailed as exc:
         # The session is unchanged; the turn goes on (assembly keeps the context in the window).
         logger.error("cleanup of %s failed at %s: %s", ctx.session.key(), exc.step, exc)
@@ -224,6 +229,13 @@ def _due(services: MemoryServices, session: SessionScope, config: MemoryConfig) 
     return live if due_ahead(live, tokens=head.tokens, config=config) else None
 
 
+def _queue_wanted(services: MemoryServices, session: SessionScope, config: MemoryConfig) -> bool:
+    # A cleanup of the session under way (a cleanup ahead waiting for chat): it goes on; no copy.
+    if lease_active(kv=services.bundle.kv, scope=session, name=LEASE_NAME):
+        return False
+    return _due(services, session, config) is not None
+
+
 class CleanupAheadHook:
     """AFTER_GRAPH: queue ``cleanup_ahead`` when the session's next turn would cross its threshold,
     for when the turn's hold on the model (``MODEX_BACKGROUND_AFTER_TURN``) has run out."""
@@ -233,7 +245,7 @@ class CleanupAheadHook:
 
     async def __call__(self, *, agent: Any, user_id: str, session: SessionScope, **_: Any) -> None:
         try:
-            if await run_blocking(_due, self.services, session, agent.memory_config) is not None:
+            if await run_blocking(_queue_wanted, self.services, session, agent.memory_config):
                 gate = self.services.gate
                 after = gate.after_turn if gate is not None and gate.limit(self.services.model) is not None else 0.0
                 await sync_to_async(enqueue_cleanup_ahead, thread_sensitive=True)(

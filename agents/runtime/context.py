@@ -35,6 +35,9 @@ class ToolContext:
     #: handler that runs after that read (AFTER_TOOL) could change the session unseen, and the
     #: loop drops the head when there is one.
     head: SessionHead | None = None
+    #: Whether this turn has waited once for a cleanup ahead of need to give the session back
+    #: (``agents.runtime.cleanup``): a holder that does not give way costs a turn that wait once.
+    lease_waited: bool = False
     #: The names of the conversation's people (the user's), which archive search leaves out of
     #: its queries: they say who spoke, not what was said (memory.retrieval.text.without_names).
     participants: tuple[str, ...] = ()

@@ -29,7 +29,8 @@ beside a turn would slow the turn down), in two classes:
   repeats text; it gives up after ``MODEX_BACKGROUND_MAX_WAIT`` seconds of waiting with
   ``ModelUnavailable`` (the Dream Engine and the reviewer then retry later with their backoff).
 
-A background call may name a ``stop_when`` check, asked whenever chat keeps it from running: when
+A background call may name a ``stop_when`` check, asked whenever it cannot run (it waits for a
+slot, or chat preempted it): when
 it says so the call stops for good (``GaveWay``) instead of waiting (the cleanup ahead of need
 gives its session back to a turn that must clean up itself).
 
@@ -190,8 +191,8 @@ class ModelGate:
     def calls(self, model: Any, *, priority: str = FOREGROUND, label: str = "",
               stop_when: Callable[[], bool] | None = None) -> Any:
         """``model`` as seen through the gate with ``priority`` (``model`` itself when ungated).
-        ``stop_when`` (background; called on a store thread): asked whenever chat keeps the call
-        from running (waiting, or preempted); when it says so the call stops for good with
+        ``stop_when`` (background; called on a store thread): asked whenever the call cannot run
+        (waiting for a slot, or preempted by chat); when it says so the call stops for good with
         ``GaveWay`` instead of waiting for chat (the cleanup ahead of need, once its session is
         far over its threshold and a turn must clean up itself)."""
         if endpoint_id(model) is None:

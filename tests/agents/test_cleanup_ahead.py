@@ -16,12 +16,14 @@ from agents.runtime.cleanup import AHEAD_HOOK, ahead_keep, cleanup_ahead, compac
 from agents.runtime.events import CleanupDone, CleanupStarted
 from agents.runtime.hooks import HookPoint, installers
 from agents.chat.meter import load_history
+from agents.runtime import cleanup as cleanup_module
 from agents.llm.openai import OpenAIChatModel
 from agents.llm.settings import ModelCaps
 from agents.runtime.loop import Runtime
 from agents.runtime.services import build_services
 from agents.tasks import TaskEnvironment, arun_recorded_tasks, task_environment
-from memory.compression.cleanup import INTENT_KEY
+from memory.compression.cleanup import INTENT_KEY, LEASE_NAME
+from memory.locks import acquire_lease
 from memory.messages import KIND_COMPACT_SUMMARY, Message, ToolCall
 from memory.scopes import SessionScope
 from tests.agents.support import (  # noqa: F401
@@ -355,3 +357,24 @@ async def test_far_over_the_threshold_the_cleanup_ahead_gives_way_to_the_turns_o
     assert "summarized in the turn" in live[0].content
     assert await off_loop(services.bundle.kv.get, session, INTENT_KEY) is None
     await model.aclose()
+
+
+async def test_a_holder_that_does_not_give_way_costs_a_turn_one_bounded_wait(tmp_path, monkeypatch):
+    """Another cleanup holds the session (archiving, or a worker that died holding the lease): a
+    turn far over the threshold waits for it at most ``LEASE_WAIT``, then goes on; and while the
+    lease is held, the turn's end queues no cleanup ahead (the one under way is not copied)."""
+    monkeypatch.setattr(cleanup_module, "LEASE_WAIT", 0.6)
+    node = agent(context_window=2048)  # the hard limit 1,346
+    runtime, services, _ = runtime_setup(tmp_path, "sqlite", node, RecordingModel())
+    session = SessionScope("held")
+    await off_loop(acquire_lease, kv=services.bundle.kv, scope=session, name=LEASE_NAME, ttl=300, holder="elsewhere")
+    for text in FACTS[:7]:
+        await turn(runtime, node, session, text)
+    assert (await off_loop(services.bundle.messages.head, session)).tokens > 1346
+    started = time.monotonic()
+    events = await turn(runtime, node, session, FACTS[7])
+    took = time.monotonic() - started
+    [done] = [e for e in events if isinstance(e, CleanupDone)]
+    assert not done.committed and "another cleanup of this session is running" in done.reason
+    assert 0.6 <= took < 5  # waited once, bounded, and went on
+    assert queued("cleanup_ahead") == []
