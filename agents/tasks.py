@@ -233,9 +233,8 @@ def waiting_tasks() -> dict[str, int]:
     task backend, by task name (``consolidate_core_memory``, ``review_experience``,
     ``cleanup_ahead``): what the pages call memory work queued. Empty when the backend cannot
     say (``immediate``)."""
-    from agents.runtime.cleanup import cleanup_ahead
-
-    names = {consolidate_core_memory.name, review_experience.name, cleanup_ahead.name}
+    # The cleanup ahead's task by name: agents.runtime.cleanup queues it through this module.
+    names = {consolidate_core_memory.name, review_experience.name, "cleanup_ahead"}
     backend = task_backends[DEFAULT_TASK_BACKEND_ALIAS]
     waiting = (TaskResultStatus.READY, TaskResultStatus.RUNNING)
     counts: dict[str, int] = {}

@@ -21,7 +21,7 @@ from agents.llm.openai import OpenAIChatModel
 from agents.llm.settings import ModelCaps
 from agents.runtime.loop import Runtime
 from agents.runtime.services import build_services
-from agents.tasks import TaskEnvironment, arun_recorded_tasks, task_environment
+from agents.tasks import TaskEnvironment, arun_recorded_tasks, task_environment, waiting_tasks
 from memory.compression.cleanup import INTENT_KEY, LEASE_NAME
 from memory.locks import acquire_lease
 from memory.messages import KIND_COMPACT_SUMMARY, Message, ToolCall
@@ -134,6 +134,7 @@ async def test_the_next_turn_finds_the_session_compacted_and_does_not_wait(tmp_p
     before_cleanup = await off_loop(services.bundle.messages.read, session)
     [job] = queued("cleanup_ahead")
     assert job.kwargs == {"agent": node.name, "user": "7", "session": session.key()}
+    assert waiting_tasks()["cleanup_ahead"] == 1  # what the pages show as memory work queued
 
     ran = await arun_recorded_tasks(environment=env)
     [result] = [r for r in ran if r.task.name == "cleanup_ahead"]
