@@ -198,7 +198,10 @@ def ahead_keep(live: Sequence[Message], *, config: MemoryConfig) -> int:
     """The tail a cleanup ahead of need keeps: ``config.keep``, or the whole latest turn when it is
     longer, so the user can still edit or regenerate their last message (the threshold's cleanup
     runs once the next message is stored, so that one is never the latest)."""
-    turns = _turns([m for m in live if not m.is_compact_summary])
+    return _keep(_turns([m for m in live if not m.is_compact_summary]), config)
+
+
+def _keep(turns: list[int], config: MemoryConfig) -> int:
     return max(config.keep, turns[-1] if turns else 0)
 
 
@@ -212,7 +215,7 @@ def due_ahead(live: Sequence[Message], *, tokens: int, config: MemoryConfig) -> 
     turns = _turns(body)
     if not turns:
         return False
-    keep = ahead_keep(live, config=config)
+    keep = _keep(turns, config)
     if keep >= config.threshold or sum(m.tokens or 0 for m in body) <= keep:
         return False
     return tokens + max(turns) > config.threshold

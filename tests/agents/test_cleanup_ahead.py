@@ -229,6 +229,11 @@ def gated(tmp_path, fake_openai):
     return model, services, node, Runtime(services=services), env
 
 
+def dribble(first: str, *, seconds: float) -> RawStream:
+    """A streamed answer that takes ``seconds``: long enough for a turn to arrive mid-way."""
+    return RawStream([chunk({"content": first})] + [Pause(0.1), chunk({"content": " more"})] * int(seconds * 10))
+
+
 def is_summary_call(request) -> bool:
     return request.json.get("max_tokens") == 333
 
@@ -245,7 +250,7 @@ async def test_a_turn_over_the_threshold_does_not_wait_for_the_cleanup_under_way
     def answer(request):
         if is_summary_call(request) and slow["on"]:  # seconds of text, cut by the turn
             slow["on"] = False
-            return RawStream([chunk({"content": "## Goal\n"})] + [Pause(0.1), chunk({"content": "more "})] * 60)
+            return dribble("## Goal\n", seconds=6)
         return Reply(content="## Goal\nA trip diary." if is_summary_call(request) else "Noted.")
 
     fake_openai.responder = answer
@@ -294,7 +299,7 @@ async def test_queued_for_when_the_turns_hold_runs_out_and_asked_again_after_the
         if 'Write the "' in asked:
             if not cut["done"]:
                 cut["done"] = True
-                return RawStream([chunk({"content": "The"})] + [Pause(0.1), chunk({"content": "."})] * 60)
+                return dribble("The", seconds=6)
             return Reply(content="A walk to the old market, figs, the storm story, the tram up the hill.")
         return Reply(content="Noted.")
 
@@ -331,7 +336,7 @@ async def test_far_over_the_threshold_the_cleanup_ahead_gives_way_to_the_turns_o
     def answer(request):
         if is_summary_call(request) and slow["on"]:
             slow["on"] = False
-            return RawStream([chunk({"content": "## Goal\n"})] + [Pause(0.1), chunk({"content": "more "})] * 100)
+            return dribble("## Goal\n", seconds=10)
         return Reply(content="## Goal\nA trip diary, summarized in the turn." if is_summary_call(request) else "Noted.")
 
     fake_openai.responder = answer
