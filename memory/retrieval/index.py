@@ -77,6 +77,32 @@ class _Postings:
         return self.arrays
 
 
+#: The least positive float32: ``values >= _ABOVE_ZERO`` is ``values > 0``.
+_ABOVE_ZERO = float(np.nextafter(np.float32(0), np.float32(1)))
+#: ``best_rows`` reads the maxima of this many blocks of the values to bound the k-th best.
+_BOUND_BLOCKS = 256
+
+
+def best_rows(values: np.ndarray, k: int, *, floor: float) -> np.ndarray:
+    """The rows of the ``k`` largest ``values`` that are at least ``floor``, largest first (equal
+    values: the higher row, the newer message, first). Exact, and cheap however many rows pass
+    ``floor``: the maxima of ``_BOUND_BLOCKS`` blocks come from as many distinct rows, so when
+    there are k blocks or more the k-th largest maximum is a value that at least k rows reach; no
+    row below it can be among the k best, and usually only a few hundred rows are above it.
+    (Partially sorting every row over a similarity floor took 0.4 ms at 100,000 messages, where
+    a third of them passed it.)"""
+    n = values.size
+    size = max(1, -(-n // _BOUND_BLOCKS))
+    blocks = n // size
+    if blocks >= k and n > 16 * k:
+        maxima = values[: blocks * size].reshape(blocks, size).max(axis=1)
+        floor = max(floor, float(np.partition(maxima, blocks - k)[blocks - k]))
+    top = np.flatnonzero(values >= floor)
+    if top.size > k:
+        top = top[np.argpartition(-values[top], k - 1)[:k]]
+    return top[np.lexsort((-top, -values[top]))]
+
+
 def _room_for(array: np.ndarray, needed: int, *, kept: int, order: str = "C") -> np.ndarray:
     """``array`` (rows first) if it has ``needed`` rows, else a copy of its first ``kept`` rows in
     one twice as large (or ``needed``, at least 256), zeros after them, laid out in ``order``:
@@ -258,11 +284,7 @@ class ScopeIndex:
                     postings.weighed_for = statistics
                 scores[rows] += postings.weights
                 touched.append((rows, word))
-        positive = np.flatnonzero(scores > 0)
-        if positive.size > CANDIDATES:
-            keep = np.argpartition(-scores[positive], CANDIDATES - 1)[:CANDIDATES]
-            positive = positive[keep]
-        order = positive[np.lexsort((-positive, -scores[positive]))]  # score, then newer row first
+        order = best_rows(scores, CANDIDATES, floor=_ABOVE_ZERO)
         matched: dict[int, set[str]] = {}
         for rows, word in touched:
             # A posting list's rows ascend (rows are numbered as they are added), so a binary
@@ -297,11 +319,7 @@ class ScopeIndex:
         with_previous += similarities
         with_previous *= self._context_scale[:n]
         np.maximum(similarities, with_previous, out=similarities)
-        # Only rows close enough take part: usually a small share, so the partial sort is cheap.
-        top = np.flatnonzero(similarities >= min_similarity)
-        if top.size > CANDIDATES:
-            top = top[np.argpartition(-similarities[top], CANDIDATES - 1)[:CANDIDATES]]
-        order = top[np.lexsort((-top, -similarities[top]))]
+        order = best_rows(similarities, CANDIDATES, floor=min_similarity)
         return order, similarities[order]
 
     def search(

@@ -244,6 +244,38 @@ def test_vector_search_over_many_blocks_matches_the_plain_product():
     assert np.allclose(np.sort(similarities)[::-1], np.sort(expected)[::-1][: len(found)], atol=1e-6)
 
 
+def test_the_best_rows_are_those_of_a_full_sort_whatever_the_share_above_the_floor():
+    """``best_rows`` bounds the k-th best by the maxima of blocks of rows before it partially
+    sorts; it returns what sorting every row over the floor returns: the k largest, largest first,
+    equal values newest row first, with few rows, many, ties across the bound, and few or none
+    over the floor."""
+    from memory.retrieval.index import best_rows
+
+    rng = np.random.default_rng(11)
+
+    def expected(values: np.ndarray, k: int, floor: float) -> list[int]:
+        over = [i for i in range(values.size) if values[i] >= floor]
+        return sorted(over, key=lambda i: (-values[i], -i))[:k]
+
+    cases = 0
+    for size in (1, 7, 50, 51, 800, 12_800, 12_801, 100_000):
+        for floor in (-np.inf, 0.0, 0.25, 0.9, 5.0):
+            values = (rng.standard_normal(size) * 0.2 + 0.2).astype(np.float32)
+            if size > 100:  # many rows share a value at the bound, and a run of equal best values
+                values[rng.integers(0, size, size // 4)] = np.float32(0.3)
+                values[rng.integers(0, size, 5)] = np.float32(0.95)
+            for k in (1, 12, 50):
+                got = best_rows(values, k, floor=floor).tolist()
+                want = expected(values, k, floor)
+                # Among values equal at the k-th place either row may be kept; the values and the
+                # order (largest first, newest first among the kept equal) are the same.
+                assert values[got].tolist() == values[want].tolist(), (size, floor, k)
+                assert all(a > b for a, b in zip(got, got[1:]) if values[a] == values[b])
+                cases += 1
+    assert cases == 8 * 5 * 3
+    assert best_rows(np.zeros(0, np.float32), 50, floor=0.0).tolist() == []
+
+
 def test_vectors_added_document_by_document_read_as_one_matrix():
     """The vectors are kept column by column in an array that grows as documents arrive; after
     many growths (and a document whose vectors came later) every row still reads as its own."""
