@@ -37,7 +37,11 @@ threshold would run a turn later, as background model work, with these differenc
   its summary: that is what makes it exactly once);
 * it keeps the whole latest turn (``ahead_keep``), so the user can still edit or regenerate
   their last message;
-* it checks again when it runs that it is due (a turn may have cleaned up meanwhile).
+* it checks again when it runs that it is due (a turn may have cleaned up meanwhile), and
+  again after it commits: turns that arrived while it waited may leave the session due again,
+  and no turn's end queued another meanwhile, so it runs once more (``AHEAD_ROUNDS`` at most);
+* the task worker takes it before the reviews and consolidations queued earlier
+  (``AHEAD_PRIORITY``): the next turn waits on it.
 """
 
 from __future__ import annotations
@@ -171,6 +175,11 @@ async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> As
 
 #: How many of the session's latest turns ``due_ahead`` takes the longest of.
 AHEAD_TURNS = 3
+#: Cleanups one ``cleanup_ahead`` task runs at most while its session stays due.
+AHEAD_ROUNDS = 3
+#: The task's priority in the queue: before the reviews and consolidations queued earlier (the
+#: next turn waits on it; they wait on nothing).
+AHEAD_PRIORITY = 10
 #: How long a turn far over its threshold waits for a cleanup ahead to give the lease back, and
 #: how often it looks (the cleanup ahead sees the turn within the gate's background poll).
 LEASE_WAIT = 15.0
@@ -258,9 +267,12 @@ class CleanupAheadHook:
             logger.exception("queueing the cleanup ahead of %s failed", session.key())
 
 
-@task()
+@task(priority=AHEAD_PRIORITY)
 async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
-    """Compact ``session`` before its next turn needs it, if that is still due (see the module doc)."""
+    """Compact ``session`` before its next turn needs it, if that is still due (see the module
+    doc), in up to ``AHEAD_ROUNDS`` rounds: a round keeps the latest turn, and turns that arrived
+    while it waited for chat may leave the session due again once it commits (no turn's end queued
+    another meanwhile: it was under way)."""
     from agents.tasks import current_environment, session_scope
 
     env = current_environment()
@@ -271,9 +283,32 @@ async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
     await probe_window(services.model)
     node = sized_agent(node, services.model)  # the threshold the chat uses, scaled to the server
     scope = session_scope(session)
-    live = await run_blocking(_due, services, scope, node.memory_config)
-    if live is None:
+    result: CleanupResult | None = None
+    rounds = evicted = 0
+    while rounds < AHEAD_ROUNDS:
+        live = await run_blocking(_due, services, scope, node.memory_config)
+        if live is None:
+            break
+        rounds += 1
+        try:
+            result = await _ahead_round(services, scope, node, user, live)
+        except CleanupFailed as exc:  # the session is unchanged; the threshold's cleanup runs as before
+            logger.warning("cleanup ahead of %s failed at %s: %s", session, exc.step, exc)
+            return {"status": "failed", "reason": str(exc), "evicted": evicted, "rounds": rounds}
+        logger.info("cleanup ahead of %s: %s (%s)", session, result.status.value, result.reason)
+        if not result.committed:
+            break
+        evicted += result.evicted_count
+        await run_blocking(_draw, services, scope, result)
+    if result is None:
         return {"status": "not_due"}
+    return {"status": result.status.value, "reason": result.reason, "evicted": evicted, "rounds": rounds}
+
+
+async def _ahead_round(
+    services: MemoryServices, scope: SessionScope, node: Any, user: str, live: list[Message]
+) -> CleanupResult:
+    """One cleanup ahead of need of ``scope`` (``live``: its messages now). Raises CleanupFailed."""
     config = node.memory_config
     keep = ahead_keep(live, config=config)
     if keep != config.keep:
@@ -281,32 +316,23 @@ async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
     # An interrupted cleanup's cut is finished first (not forced: no second cut unless still over).
     pending = await run_blocking(services.bundle.kv.get, scope, INTENT_KEY)
     options = SummaryOptions(max_tokens=summary_budget(node.memory_config))
-    if services.gate is not None:  # a call's time counts its wait for chat at the gate too
-        options = replace(options, timeout=options.timeout + services.gate.background_max_wait)
+    options = replace(options, timeout=services.background_timeout(options.timeout))
     limit = hard_limit(config)
 
     def far_over() -> bool:  # a turn now must clean up itself: give the session back
         return services.bundle.messages.head(scope).tokens > limit
 
-    try:
-        result = await compact(
-            services=services,
-            session=scope,
-            agent=node,
-            user_id=user,
-            model=services.calls(background=True, label="cleanup ahead", stop_when=far_over),
-            force=pending is None,
-            lease_ttl=float(getattr(settings, "MODEX_CLEANUP_LEASE_TTL", 600.0)),
-            fallback=False,
-            summary_options=options,
-        )
-    except CleanupFailed as exc:  # the session is unchanged; the threshold's cleanup runs as before
-        logger.warning("cleanup ahead of %s failed at %s: %s", session, exc.step, exc)
-        return {"status": "failed", "reason": str(exc)}
-    logger.info("cleanup ahead of %s: %s (%s)", session, result.status.value, result.reason)
-    if result.committed:
-        await run_blocking(_draw, services, scope, result)
-    return {"status": result.status.value, "reason": result.reason, "evicted": result.evicted_count}
+    return await compact(
+        services=services,
+        session=scope,
+        agent=node,
+        user_id=user,
+        model=services.calls(background=True, label="cleanup ahead", stop_when=far_over),
+        force=pending is None,
+        lease_ttl=float(getattr(settings, "MODEX_CLEANUP_LEASE_TTL", 600.0)),
+        fallback=False,
+        summary_options=options,
+    )
 
 
 def _draw(services: MemoryServices, session: SessionScope, result: CleanupResult) -> None:

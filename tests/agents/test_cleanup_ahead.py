@@ -282,6 +282,53 @@ async def test_a_turn_over_the_threshold_does_not_wait_for_the_cleanup_under_way
     await model.aclose()
 
 
+async def test_turns_that_arrive_while_it_waits_for_chat_are_compacted_in_a_second_round(
+    tmp_path, fake_openai, settings
+):
+    """The user sends three long messages while the cleanup ahead's summary waits for chat (each
+    turn takes the model from it). Its commit leaves the session due again, and no turn's end queued
+    another (one was under way): the same task compacts again before the next turn, keeping the
+    latest exchange. (A single round left a real model's conversation over its threshold, and the
+    next turn cleaned up inside itself: 169 s to the first token.)"""
+    settings.MODEX_BACKGROUND_AFTER_TURN = 0.0
+    slow = {"on": True}
+
+    def answer(request):
+        if is_summary_call(request):
+            return dribble("## Goal\n", seconds=3) if slow["on"] else Reply(content="## Goal\nA trip diary.")
+        return Reply(content="Noted.")
+
+    fake_openai.responder = answer
+    model, services, node, runtime, env = gated(tmp_path, fake_openai)
+    session = SessionScope("rounds")
+    turns, _ = await chat_until_queued(runtime, node, session)
+    [job] = queued("cleanup_ahead")
+
+    with task_environment(env):
+        ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
+        while not [r for r in fake_openai.chat_requests if is_summary_call(r)]:
+            await asyncio.sleep(0.02)
+        for n in range(turns, turns + 3):  # longer messages: two notes each
+            events = await turn(runtime, node, session, f"{FACTS[n]} {FACTS[n + 3]}")
+            [done] = [e for e in events if isinstance(e, CleanupDone)]
+            assert not done.committed and "another cleanup of this session is running" in done.reason
+        slow["on"] = False
+        outcome = await ahead
+    assert queued("cleanup_ahead") == [job]  # no turn's end queued a copy
+    assert outcome["status"] == "committed" and outcome["rounds"] == 2, outcome
+    after = await off_loop(services.bundle.messages.read, session)
+    latest = f"{FACTS[turns + 2]} {FACTS[turns + 5]}"
+    assert after[0].is_compact_summary and [m.content for m in after[-2:]] == [latest, "Noted."]
+    second = f"{FACTS[turns + 1]} {FACTS[turns + 4]}"
+    assert second not in [m.content for m in after]  # gone in the second round
+    catalog = await off_loop(services.catalog.entries, session)
+    assert outcome["evicted"] == len(catalog) and second in [e.message.content for e in catalog]
+    config = node.memory_config
+    assert not due_ahead(after, tokens=sum(m.tokens or 0 for m in after), config=config)
+    assert len((await off_loop(load_history, kv=services.bundle.kv, session=session)).cleanups) == 2
+    await model.aclose()
+
+
 async def test_queued_for_when_the_turns_hold_runs_out_and_asked_again_after_the_user_types(
     tmp_path, fake_openai, settings
 ):
@@ -384,3 +431,34 @@ async def test_a_holder_that_does_not_give_way_costs_a_turn_one_bounded_wait(tmp
     assert not done.committed and "another cleanup of this session is running" in done.reason
     assert 0.6 <= took < 5  # waited once, bounded, and went on
     assert queued("cleanup_ahead") == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_task_worker_takes_a_cleanup_ahead_before_memory_work_queued_earlier(tmp_path):
+    """The next turn waits on a cleanup ahead; a consolidation or a review waits on nothing: the
+    real database worker takes the cleanup ahead first, though it was queued last."""
+    import io
+
+    from django.core.management import call_command
+    from django.tasks import TaskResultStatus, task_backends
+    from django_tasks_db.backend import DatabaseBackend
+    from django_tasks_db.models import DBTaskResult
+
+    from agents.runtime.cleanup import enqueue_cleanup_ahead
+    from agents.tasks import enqueue_consolidation
+
+    node = agent()
+    services = build_services(backend="sqlite", workspace=tmp_path, model=RecordingModel())
+    original = task_backends["default"]
+    task_backends["default"] = DatabaseBackend("default", {"BACKEND": "django_tasks_db.DatabaseBackend"})
+    try:
+        with task_environment(TaskEnvironment(services=services, find_agent={node.name: node}.get)):
+            dream = enqueue_consolidation(agent=node.name, user="7")
+            ahead = enqueue_cleanup_ahead(agent=node.name, user="7", session=SessionScope("quiet").key())
+            call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", "--max-tasks", "1",
+                         stdout=io.StringIO(), stderr=io.StringIO())
+    finally:
+        task_backends["default"] = original
+    first = DBTaskResult.objects.get(id=ahead.id)
+    assert first.status == TaskResultStatus.SUCCESSFUL and first.return_value == {"status": "not_due"}
+    assert DBTaskResult.objects.get(id=dream.id).status == TaskResultStatus.READY
