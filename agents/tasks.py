@@ -33,7 +33,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -108,8 +108,11 @@ DREAM_RESPONSE_FORMAT = {"type": "json_object"}
 def dream_engine(*, services: MemoryServices, clock: Callable[[], datetime] = utcnow) -> DreamEngine:
     """The Dream Engine over ``services``: their stores, hooks and chat model (in JSON mode),
     each call capped at ``MODEX_MAX_TOKENS_DREAM`` and made as background work through the gate
-    (it waits while a user's turn runs, ``agents.runtime.gate``)."""
+    (it waits while a user's turn runs, ``agents.runtime.gate``; its time limit does not count
+    that wait)."""
     options = DreamOptions(lease_ttl=float(getattr(settings, "MODEX_TASK_LEASE_TTL", 600.0)))
+    # Each call's limit counts the model's time, not the wait for chat at the gate before it.
+    options = replace(options, model_timeout=services.background_timeout(options.model_timeout))
     model = as_text_completion(
         services.calls(background=True, label="dream"),
         max_tokens=services.caps.dream,

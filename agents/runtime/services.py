@@ -57,6 +57,13 @@ class MemoryServices:
         return self.gate.calls(model, priority=BACKGROUND if background else FOREGROUND, label=label,
                                stop_when=stop_when)
 
+    def background_timeout(self, seconds: float) -> float:
+        """A time limit around a whole background call (the Dream Engine's, a summary's): its
+        ``seconds`` of model time plus what the call may wait for chat at the gate first
+        (``MODEX_BACKGROUND_MAX_WAIT``), so time spent queued behind a turn is never counted as
+        the model's."""
+        return seconds + (self.gate.background_max_wait if self.gate is not None else 0.0)
+
 
 def build_services(
     *,

@@ -85,3 +85,30 @@ def test_prose_then_broken_json_is_a_visible_failure_then_valid_json_recovers(wo
     assert "1 edit(s) applied" in out.getvalue() and err.getvalue() == ""
     assert core.read(file=USER).text == "Name: Sam\n"
     assert services.bundle.kv.get(scope, FAILURE_KEY) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_time_limit_counts_the_models_time_not_the_wait_behind_a_turn(tmp_path, fake_openai, owner, monkeypatch):
+    """On a one-slot local server, the consolidation's call waits at the gate while a user's turn
+    holds the model, longer than the limit on a call; the limit counts from when the call is
+    sent, so it is answered and consolidated instead of failing as a timeout."""
+    import threading
+    import time
+
+    from agents import tasks
+    from memory.dream import DreamOptions
+
+    monkeypatch.setattr(tasks, "DreamOptions", lambda **kw: DreamOptions(model_timeout=1.0, **kw))
+    model = OpenAIChatModel(base_url=fake_openai.url, api_key=FAKE_API_KEY, model="fake-model", max_retries=0)
+    services = build_services(backend="sqlite", workspace=tmp_path, model=model, gated=True)
+    assert services.gate is not None and services.gate.limit(model) == 1
+    agent, user = long_term_agent(), str(owner.pk)
+    document = services.bundle.archive.put(default_archive_scope(agent="default", user=user), ArchiveDocument(
+        session="session:c1", summary="", messages=(Message(role="user", content="My name is Sam.", seq=1),)))
+    fake_openai.script(Reply(content=valid(document)))
+    mark = services.gate.mark_turn(model)  # a turn runs for 2.5 s
+    threading.Timer(2.5, lambda: services.gate.kv.delete(mark.scope, mark.key)).start()
+    started = time.monotonic()
+    result = dream_engine(services=services).consolidate(agent="default", user=user, config=agent.memory_config)
+    assert time.monotonic() - started >= 2.0  # it waited for the turn
+    assert result.status is ConsolidationStatus.CONSOLIDATED and result.edits == 1, result
