@@ -202,20 +202,30 @@ def first_change(before: list[tuple[str, str]] | None, after: list[tuple[str, st
     return "appended only", {}
 
 
-def start_worker() -> subprocess.Popen:
-    """``manage.py db_worker`` over the same settings and workspace (as ``make run`` starts it)."""
-    return subprocess.Popen([sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "0.5"], cwd=REPO,
-                            env={**os.environ, "MODEX_LOG_LEVEL": "INFO"}, stdout=subprocess.DEVNULL, stderr=open(Path(os.environ["MODEX_WORKSPACE"]) / "worker.log", "wb"))
+#: Task workers, as ``make run`` starts them (``TASK_WORKERS``).
+WORKERS = 2
 
 
-def stop_worker(worker: subprocess.Popen) -> None:
-    """SIGTERM lets the worker finish its task, which may be waiting at the gate: a minute, then kill."""
-    worker.terminate()
-    try:
-        worker.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.wait(timeout=10)
+def start_worker() -> list[subprocess.Popen]:
+    """``manage.py db_worker`` processes over the same settings and workspace (as ``make run``
+    starts them), logging to the workspace's worker.log."""
+    log_file = open(Path(os.environ["MODEX_WORKSPACE"]) / "worker.log", "ab")  # noqa: SIM115 (the workers hold it)
+    return [subprocess.Popen([sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "0.5"], cwd=REPO,
+                             env={**os.environ, "MODEX_LOG_LEVEL": "INFO"}, stdout=subprocess.DEVNULL, stderr=log_file)
+            for _ in range(WORKERS)]
+
+
+def stop_worker(workers: list[subprocess.Popen]) -> None:
+    """SIGTERM lets each worker finish its task, which may be waiting at the gate: a minute, then kill."""
+    for worker in workers:
+        worker.terminate()
+    deadline = time.monotonic() + 60
+    for worker in workers:
+        try:
+            worker.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait(timeout=10)
 
 
 def task_outcomes() -> dict:

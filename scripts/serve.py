@@ -94,8 +94,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", "2")),
                         help="daphne processes on the address (default 2, or $WORKERS)")
-    parser.add_argument("--task-workers", type=int, default=int(os.environ.get("TASK_WORKERS", "1")),
-                        help="manage.py db_worker processes (default 1; 0 for none)")
+    parser.add_argument("--task-workers", type=int, default=int(os.environ.get("TASK_WORKERS", "2")),
+                        help="manage.py db_worker processes (default 2, or $TASK_WORKERS; 0 for none)")
     parser.add_argument("--trusted-proxies", type=int, default=None, metavar="N",
                         help="reverse proxies in front that append to X-Forwarded-For (sets MODEX_TRUSTED_PROXIES "
                              "for the workers; default: the environment's, else 0)")
