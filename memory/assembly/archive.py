@@ -114,6 +114,15 @@ def _line(message: ArchivedMessage, matched: tuple[str, ...], date: str | None =
     return f"{message.handle} {_speaker(message)}{said}: {text}"
 
 
+#: Tokens of " speaker:" by speaker: a handful of speakers recur in every recall.
+_SPEAKER_TOKENS = Memo(1024)
+
+
+def _handle_tokens(handle: str) -> int:
+    """Tokens of a handle ("12.37"): the tokenizer reads digits three at a time, and the dot."""
+    return sum(-(-len(part) // 3) for part in handle.split(".")) + 1
+
+
 def _line_tokens(message: ArchivedMessage, matched: tuple[str, ...]) -> int:
     """The tokens of ``_line(message, matched)`` and its joining newline, about. A message shown
     whole with nothing to escape takes its stored count (``ArchivedMessage.text_tokens``) plus its
@@ -123,7 +132,12 @@ def _line_tokens(message: ArchivedMessage, matched: tuple[str, ...]) -> int:
     known = message.text_tokens
     if known is None or len(message.text) > RECALL_CHARS or _ESCAPED.search(message.text):
         return count_text(_line(message, matched)) + 1  # not known, cut, or escaped
-    return count_text(f"{message.handle} {_speaker(message)}:") + known + 1
+    speaker = _speaker(message)
+    tokens = _SPEAKER_TOKENS.get(speaker)
+    if tokens is None:
+        tokens = count_text(f" {speaker}:")
+        _SPEAKER_TOKENS.put(speaker, tokens)
+    return _handle_tokens(message.handle) + tokens + known + 1
 
 
 def _least_tokens(message: ArchivedMessage) -> int:
@@ -207,6 +221,7 @@ class ArchiveProvider(MemoryProvider):
         # (scope, budget) -> the summaries' part, while the documents listed are the same.
         self._memo = RenderMemo()
         self._tag_counts = Memo(_TAG_COUNTS_KEPT)  # (title, day) -> tokens of a conversation's tags
+        self._frame_tokens: int | None = None  # tokens of the recall element with no message in it
 
     def provide(self, ctx: AssemblyContext) -> Section | None:
         if not ctx.config.archive_enabled:
@@ -260,7 +275,9 @@ class ArchiveProvider(MemoryProvider):
         )
         if not hits:
             return "", 0, 0
-        recall = _Recall(budget, used=count_text(self._render_recall([])), tag_counts=self._tag_counts)
+        if self._frame_tokens is None:
+            self._frame_tokens = count_text(self._render_recall([]))
+        recall = _Recall(budget, used=self._frame_tokens, tag_counts=self._tag_counts)
         # Best first, while they fit: each hit with the other half of its exchange; then, round
         # by round with the room left, the turns around each hit, nearest first.
         for hit in hits:

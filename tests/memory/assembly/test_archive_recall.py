@@ -199,6 +199,17 @@ def test_a_short_turn_costs_little_more_than_its_words(bundle, retrieval):
     assert count_text(body) <= sum(count_text(turn) for turn in turns) + 2 * 8
 
 
+@pytest.mark.parametrize("handle", ["1.1", "12.37", "123.4567", "99999.1234567", "7.100"])
+@pytest.mark.parametrize("speaker", ["user", "assistant", "Caroline", "Mel_B", "Jean-Luc", "Zoë"])
+def test_a_lines_handle_and_speaker_are_weighed_without_the_tokenizer_as_it_counts_them(handle, speaker):
+    """Recall weighs dozens of lines a turn before it renders them; a line's handle is weighed by
+    the tokenizer's rule for digits (three at a time, and the dot), its speaker once per speaker:
+    together exactly what the tokenizer counts for the line's start."""
+    from memory.assembly.archive import _handle_tokens
+
+    assert _handle_tokens(handle) + count_text(f" {speaker}:") == count_text(f"{handle} {speaker}:")
+
+
 def test_a_matched_request_brings_the_reply_that_answered_it(bundle, retrieval):
     bundle.archive.put(ARCHIVE, conversation(
         "k1", "Could you suggest a name for my new kitten?", "How about Biscuit? Short and friendly.",
