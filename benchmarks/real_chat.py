@@ -210,9 +210,11 @@ def start_worker() -> list[subprocess.Popen]:
     """``manage.py db_worker`` processes over the same settings and workspace (as ``make run``
     starts them), logging to the workspace's worker.log."""
     log_file = open(Path(os.environ["MODEX_WORKSPACE"]) / "worker.log", "ab")  # noqa: SIM115 (the workers hold it)
-    return [subprocess.Popen([sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "0.5"], cwd=REPO,
-                             env={**os.environ, "MODEX_LOG_LEVEL": "INFO"}, stdout=subprocess.DEVNULL, stderr=log_file)
-            for _ in range(WORKERS)]
+    queues = ["ahead"] + ["*"] * (WORKERS - 1)  # as make run: the cleanups ahead have a worker of their own
+    return [subprocess.Popen([sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "0.5",
+                              "--queue-name", queue], cwd=REPO, env={**os.environ, "MODEX_LOG_LEVEL": "INFO"},
+                             stdout=subprocess.DEVNULL, stderr=log_file)
+            for queue in queues]
 
 
 def stop_worker(workers: list[subprocess.Popen]) -> None:

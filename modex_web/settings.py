@@ -106,9 +106,12 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
-# Background tasks (Dream Engine consolidation, experience review): django.tasks. "db" queues
-# them in the database for `manage.py db_worker` (`make run` starts one); "immediate" runs them
-# inline (no worker; retries wait for the next trigger); "dummy" only records them.
+# Background tasks (Dream Engine consolidation, experience review, archiving, the cleanup ahead
+# of need): django.tasks. "db" queues them in the database for `manage.py db_worker` (`make run`
+# starts them); "immediate" runs them inline (no worker; retries wait for the next trigger);
+# "dummy" only records them. Two queues: "ahead" holds the cleanups ahead of need, which the next
+# turn waits on (`make run` gives them a worker of its own, so they never wait for a task that is
+# itself waiting for chat), "default" the rest; `db_worker --queue-name '*'` runs both.
 TASK_BACKENDS = {
     "db": "django_tasks_db.DatabaseBackend",
     "immediate": "django.tasks.backends.immediate.ImmediateBackend",
@@ -119,7 +122,8 @@ if MODEX_TASKS_BACKEND not in TASK_BACKENDS:
     raise ImproperlyConfigured(
         f"MODEX_TASKS_BACKEND={MODEX_TASKS_BACKEND!r} is not one of {', '.join(TASK_BACKENDS)}."
     )
-TASKS = {"default": {"BACKEND": TASK_BACKENDS[MODEX_TASKS_BACKEND]}}
+TASK_QUEUES = ["default", "ahead"]
+TASKS = {"default": {"BACKEND": TASK_BACKENDS[MODEX_TASKS_BACKEND], "QUEUES": TASK_QUEUES}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -18,13 +18,13 @@ os.environ.setdefault("DJANGO_SECURE", "false")
 
 from modex_web.env import database_config  # noqa: E402
 from modex_web.settings import *  # noqa: E402,F401,F403
-from modex_web.settings import DATABASES, MODEX_WORKSPACE, STATIC_ROOT  # noqa: E402
+from modex_web.settings import DATABASES, MODEX_WORKSPACE, STATIC_ROOT, TASK_QUEUES  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
 
 # Background tasks are recorded, not run, so no test depends on a worker's timing; tests of
 # background work run them deterministically with agents.tasks.arun_recorded_tasks().
-TASKS = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend"}}
+TASKS = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUEUES": TASK_QUEUES}}
 MODEX_TASKS_BACKEND = "dummy"
 
 Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing one

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Serve Modex for `make run`: the background task workers (manage.py db_worker: Dream Engine
-# consolidation, experience review, cleanup ahead of need) beside the development server. The
-# workers stop when the server does; Ctrl+C stops them all (each finishes the task it is running
-# first). TASK_WORKERS workers (default 2: a cleanup ahead, which the next turn waits on,
-# need not wait for a consolidation that is waiting for chat; each worker is a process of its
-# own, about 200 MB). With MODEX_TASKS_BACKEND other than "db" no worker is needed and none is
-# started.
+# consolidation, experience review, archiving, cleanup ahead of need) beside the development
+# server. TASK_WORKERS workers (default 2): with two or more, the first runs only the cleanups
+# ahead of need ("ahead" queue), which the next turn waits on, so they never wait for a
+# consolidation or a review that is itself waiting for chat; the others run every queue. Each is
+# a process of its own. The workers stop when the server does; Ctrl+C gives each 10 s to finish
+# the task it is running. With MODEX_TASKS_BACKEND other than "db" no worker is needed and none
+# is started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,8 +17,13 @@ export DJANGO_DEBUG="${DJANGO_DEBUG:-true}"
 
 WORKERS="${TASK_WORKERS:-2}"
 case "$WORKERS" in
-  ''|*[!0-9]*|0) echo "TASK_WORKERS must be a whole number of at least 1, got '$WORKERS'." >&2; exit 2 ;;
+  ''|*[!0-9]*) echo "TASK_WORKERS must be a whole number of at least 1, got '$WORKERS'." >&2; exit 2 ;;
 esac
+WORKERS=$((10#$WORKERS))
+if [ "$WORKERS" -lt 1 ]; then
+  echo "TASK_WORKERS must be a whole number of at least 1, got '${TASK_WORKERS}'." >&2
+  exit 2
+fi
 worker_pids=()
 reaper_pid=""
 interrupted=0
@@ -55,8 +61,12 @@ trap 'interrupted=1; exit 130' INT TERM
 if [ "${MODEX_TASKS_BACKEND:-db}" = "db" ]; then
   # --no-reload: a reloading worker runs in a child process that a signal to this one would
   # orphan. Restart `make run` after changing task code.
-  for _ in $(seq 1 "$WORKERS"); do
-    "$PY" manage.py db_worker --no-reload --interval 1 &
+  for n in $(seq 1 "$WORKERS"); do
+    queue='*'
+    if [ "$WORKERS" -ge 2 ] && [ "$n" = 1 ]; then
+      queue=ahead
+    fi
+    "$PY" manage.py db_worker --no-reload --interval 1 --queue-name "$queue" &
     worker_pids+=("$!")
   done
   echo "Task workers started (pids ${worker_pids[*]})."

@@ -95,7 +95,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=int(os.environ.get("WORKERS", "2")),
                         help="daphne processes on the address (default 2, or $WORKERS)")
     parser.add_argument("--task-workers", type=int, default=int(os.environ.get("TASK_WORKERS", "2")),
-                        help="manage.py db_worker processes (default 2, or $TASK_WORKERS; 0 for none)")
+                        help="manage.py db_worker processes (default 2, or $TASK_WORKERS: one for the cleanups ahead "
+                        "of need, one for the rest; 0 for none)")
     parser.add_argument("--trusted-proxies", type=int, default=None, metavar="N",
                         help="reverse proxies in front that append to X-Forwarded-For (sets MODEX_TRUSTED_PROXIES "
                              "for the workers; default: the environment's, else 0)")
@@ -135,8 +136,11 @@ def build_children(args: argparse.Namespace) -> list[Child]:
                 for i in range(args.workers)]
     if os.environ.get("MODEX_TASKS_BACKEND", "db").strip().lower() == "db":
         # --no-reload: a reloading worker runs in a grandchild that our SIGTERM would orphan.
-        command = [sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "1"]
-        children += [Child(name=f"tasks-{i + 1}", command=command) for i in range(args.task_workers)]
+        command = [sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "1", "--queue-name"]
+        # With two or more, the first runs only the cleanups ahead of need (the next turn waits on
+        # them), the others every queue (modex_web/settings.py, TASK_QUEUES).
+        queues = ["*"] if args.task_workers == 1 else ["ahead"] + ["*"] * (args.task_workers - 1)
+        children += [Child(name=f"tasks-{i + 1}", command=[*command, queue]) for i, queue in enumerate(queues)]
         if args.task_workers:
             # Queues again (once) a task whose worker died mid-task (agents/task_reaper.py).
             reaper = [sys.executable, "manage.py", "reap_tasks", "--every", "60"]

@@ -39,9 +39,10 @@ threshold would run a turn later, as background model work, with these differenc
   their last message;
 * it checks again when it runs that it is due (a turn may have cleaned up meanwhile), and
   again after it commits: turns that arrived while it waited may leave the session due again,
-  and no turn's end queued another meanwhile, so it runs once more (``AHEAD_ROUNDS`` at most);
-* the task worker takes it before the reviews and consolidations queued earlier
-  (``AHEAD_PRIORITY``): the next turn waits on it.
+  and no turn's end queued another meanwhile (it was under way), so it queues itself once more;
+* it has a queue of its own (``AHEAD_QUEUE``), which ``make run`` gives a worker of its own, so
+  it never waits for a consolidation or a review that is itself waiting for chat; a worker
+  that runs every queue takes it first (``AHEAD_PRIORITY``).
 """
 
 from __future__ import annotations
@@ -175,10 +176,10 @@ async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> As
 
 #: How many of the session's latest turns ``due_ahead`` takes the longest of.
 AHEAD_TURNS = 3
-#: Cleanups one ``cleanup_ahead`` task runs at most while its session stays due.
-AHEAD_ROUNDS = 3
-#: The task's priority in the queue: before the reviews and consolidations queued earlier (the
-#: next turn waits on it; they wait on nothing).
+#: The task's queue ("ahead": ``make run`` gives it a worker of its own, modex_web/settings.py)
+#: and its priority in a worker that runs every queue: before the reviews and consolidations
+#: queued earlier (the next turn waits on it; they wait on nothing).
+AHEAD_QUEUE = "ahead"
 AHEAD_PRIORITY = 10
 #: How long a turn far over its threshold waits for a cleanup ahead to give the lease back, and
 #: how often it looks (the cleanup ahead sees the turn within the gate's background poll).
@@ -258,21 +259,18 @@ class CleanupAheadHook:
     async def __call__(self, *, agent: Any, user_id: str, session: SessionScope, **_: Any) -> None:
         try:
             if await run_blocking(_queue_wanted, self.services, session, agent.memory_config):
-                gate = self.services.gate
-                after = gate.after_turn if gate is not None and gate.limit(self.services.model) is not None else 0.0
                 await sync_to_async(enqueue_cleanup_ahead, thread_sensitive=True)(
-                    agent=agent.name, user=user_id, session=session.key(), after=after
+                    agent=agent.name, user=user_id, session=session.key(), after=_after_turn(self.services)
                 )
         except Exception:  # the turn is over and stored: the threshold's own cleanup still runs
             logger.exception("queueing the cleanup ahead of %s failed", session.key())
 
 
-@task(priority=AHEAD_PRIORITY)
+@task(priority=AHEAD_PRIORITY, queue_name=AHEAD_QUEUE)
 async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
     """Compact ``session`` before its next turn needs it, if that is still due (see the module
-    doc), in up to ``AHEAD_ROUNDS`` rounds: a round keeps the latest turn, and turns that arrived
-    while it waited for chat may leave the session due again once it commits (no turn's end queued
-    another meanwhile: it was under way)."""
+    doc). When it commits and the session is due again (turns arrived while it waited for chat;
+    their ends queued no copy, as it was under way), it queues itself once more."""
     from agents.tasks import current_environment, session_scope
 
     env = current_environment()
@@ -283,26 +281,30 @@ async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
     await probe_window(services.model)
     node = sized_agent(node, services.model)  # the threshold the chat uses, scaled to the server
     scope = session_scope(session)
-    result: CleanupResult | None = None
-    rounds = evicted = 0
-    while rounds < AHEAD_ROUNDS:
-        live = await run_blocking(_due, services, scope, node.memory_config)
-        if live is None:
-            break
-        rounds += 1
-        try:
-            result = await _ahead_round(services, scope, node, user, live)
-        except CleanupFailed as exc:  # the session is unchanged; the threshold's cleanup runs as before
-            logger.warning("cleanup ahead of %s failed at %s: %s", session, exc.step, exc)
-            return {"status": "failed", "reason": str(exc), "evicted": evicted, "rounds": rounds}
-        logger.info("cleanup ahead of %s: %s (%s)", session, result.status.value, result.reason)
-        if not result.committed:
-            break
-        evicted += result.evicted_count
-        await run_blocking(_draw, services, scope, result)
-    if result is None:
+    live = await run_blocking(_due, services, scope, node.memory_config)
+    if live is None:
         return {"status": "not_due"}
-    return {"status": result.status.value, "reason": result.reason, "evicted": evicted, "rounds": rounds}
+    try:
+        result = await _ahead_round(services, scope, node, user, live)
+    except CleanupFailed as exc:  # the session is unchanged; the threshold's cleanup runs as before
+        logger.warning("cleanup ahead of %s failed at %s: %s", session, exc.step, exc)
+        return {"status": "failed", "reason": str(exc)}
+    logger.info("cleanup ahead of %s: %s (%s)", session, result.status.value, result.reason)
+    outcome = {"status": result.status.value, "reason": result.reason, "evicted": result.evicted_count}
+    if result.committed:
+        await run_blocking(_draw, services, scope, result)
+        if await run_blocking(_due, services, scope, node.memory_config) is not None:
+            await sync_to_async(enqueue_cleanup_ahead, thread_sensitive=True)(
+                agent=agent, user=user, session=session, after=_after_turn(services)
+            )
+            outcome["queued_again"] = True
+    return outcome
+
+
+def _after_turn(services: MemoryServices) -> float:
+    """Seconds a cleanup ahead is queued after a turn: the turn's hold on a gated model."""
+    gate = services.gate
+    return gate.after_turn if gate is not None and gate.limit(services.model) is not None else 0.0
 
 
 async def _ahead_round(

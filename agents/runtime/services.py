@@ -62,7 +62,8 @@ class MemoryServices:
         ``seconds`` of model time plus what the call may wait for chat at the gate first
         (``MODEX_BACKGROUND_MAX_WAIT``), so time spent queued behind a turn is never counted as
         the model's."""
-        return seconds + (self.gate.background_max_wait if self.gate is not None else 0.0)
+        gated = self.gate is not None and self.gate.limit(self.model) is not None
+        return seconds + (self.gate.background_max_wait if gated else 0.0)
 
 
 def build_services(

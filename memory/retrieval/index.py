@@ -85,7 +85,8 @@ _BOUND_BLOCKS = 256
 
 def best_rows(values: np.ndarray, k: int, *, floor: float) -> np.ndarray:
     """The rows of the ``k`` largest ``values`` that are at least ``floor``, largest first (equal
-    values: the higher row, the newer message, first). Exact, and cheap however many rows pass
+    values: the higher row, the newer message, first; which of the rows equal to the k-th value
+    are kept is not defined, as with any partial sort). Exact, and cheap however many rows pass
     ``floor``: the maxima of ``_BOUND_BLOCKS`` blocks come from as many distinct rows, so when
     there are k blocks or more the k-th largest maximum is a value that at least k rows reach; no
     row below it can be among the k best, and usually only a few hundred rows are above it.
@@ -96,7 +97,8 @@ def best_rows(values: np.ndarray, k: int, *, floor: float) -> np.ndarray:
     blocks = n // size
     if blocks >= k and n > 16 * k:
         maxima = values[: blocks * size].reshape(blocks, size).max(axis=1)
-        floor = max(floor, float(np.partition(maxima, blocks - k)[blocks - k]))
+        if not np.isnan(maxima).any():  # a NaN (a broken vector) is no bound; it passes no floor
+            floor = max(floor, float(np.partition(maxima, blocks - k)[blocks - k]))
     top = np.flatnonzero(values >= floor)
     if top.size > k:
         top = top[np.argpartition(-values[top], k - 1)[:k]]

@@ -282,14 +282,14 @@ async def test_a_turn_over_the_threshold_does_not_wait_for_the_cleanup_under_way
     await model.aclose()
 
 
-async def test_turns_that_arrive_while_it_waits_for_chat_are_compacted_in_a_second_round(
+async def test_turns_that_arrive_while_it_waits_for_chat_are_compacted_by_the_next_one_it_queues(
     tmp_path, fake_openai, settings
 ):
     """The user sends three long messages while the cleanup ahead's summary waits for chat (each
-    turn takes the model from it). Its commit leaves the session due again, and no turn's end queued
-    another (one was under way): the same task compacts again before the next turn, keeping the
-    latest exchange. (A single round left a real model's conversation over its threshold, and the
-    next turn cleaned up inside itself: 169 s to the first token.)"""
+    turn takes the model from it); their ends queue no copy of it. Its commit leaves the session
+    due again, so it queues itself once more, and that one compacts before the next turn, keeping
+    the latest exchange. (A cleanup ahead that did not left a real model's conversation over its
+    threshold, and the next turn cleaned up inside itself: 169 s to the first token.)"""
     settings.MODEX_BACKGROUND_AFTER_TURN = 0.0
     slow = {"on": True}
 
@@ -300,7 +300,7 @@ async def test_turns_that_arrive_while_it_waits_for_chat_are_compacted_in_a_seco
 
     fake_openai.responder = answer
     model, services, node, runtime, env = gated(tmp_path, fake_openai)
-    session = SessionScope("rounds")
+    session = SessionScope("again")
     turns, _ = await chat_until_queued(runtime, node, session)
     [job] = queued("cleanup_ahead")
 
@@ -312,19 +312,21 @@ async def test_turns_that_arrive_while_it_waits_for_chat_are_compacted_in_a_seco
             events = await turn(runtime, node, session, f"{FACTS[n]} {FACTS[n + 3]}")
             [done] = [e for e in events if isinstance(e, CleanupDone)]
             assert not done.committed and "another cleanup of this session is running" in done.reason
+        assert queued("cleanup_ahead") == [job]  # no turn's end queued a copy: it was under way
         slow["on"] = False
-        outcome = await ahead
-    assert queued("cleanup_ahead") == [job]  # no turn's end queued a copy
-    assert outcome["status"] == "committed" and outcome["rounds"] == 2, outcome
+        first = await ahead
+        assert first["status"] == "committed" and first["queued_again"], first
+        [_, again] = queued("cleanup_ahead")
+        assert again.task.queue_name == "ahead" and again.kwargs == job.kwargs
+        second = await cleanup_ahead.acall(**again.kwargs)
+    assert second["status"] == "committed" and "queued_again" not in second, second
     after = await off_loop(services.bundle.messages.read, session)
-    latest = f"{FACTS[turns + 2]} {FACTS[turns + 5]}"
+    latest, previous = (f"{FACTS[n]} {FACTS[n + 3]}" for n in (turns + 2, turns + 1))
     assert after[0].is_compact_summary and [m.content for m in after[-2:]] == [latest, "Noted."]
-    second = f"{FACTS[turns + 1]} {FACTS[turns + 4]}"
-    assert second not in [m.content for m in after]  # gone in the second round
+    assert previous not in [m.content for m in after]  # gone in the second cleanup
     catalog = await off_loop(services.catalog.entries, session)
-    assert outcome["evicted"] == len(catalog) and second in [e.message.content for e in catalog]
-    config = node.memory_config
-    assert not due_ahead(after, tokens=sum(m.tokens or 0 for m in after), config=config)
+    assert first["evicted"] + second["evicted"] == len(catalog) and previous in [e.message.content for e in catalog]
+    assert not due_ahead(after, tokens=sum(m.tokens or 0 for m in after), config=node.memory_config)
     assert len((await off_loop(load_history, kv=services.bundle.kv, session=session)).cleanups) == 2
     await model.aclose()
 
@@ -434,9 +436,10 @@ async def test_a_holder_that_does_not_give_way_costs_a_turn_one_bounded_wait(tmp
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_task_worker_takes_a_cleanup_ahead_before_memory_work_queued_earlier(tmp_path):
+def test_the_task_workers_take_a_cleanup_ahead_before_memory_work_queued_earlier(tmp_path, settings):
     """The next turn waits on a cleanup ahead; a consolidation or a review waits on nothing: the
-    real database worker takes the cleanup ahead first, though it was queued last."""
+    real database worker takes the cleanup ahead first, and ``make run`` gives it a worker of its
+    own (the "ahead" queue) that never takes the other work."""
     import io
 
     from django.core.management import call_command
@@ -450,15 +453,27 @@ def test_the_task_worker_takes_a_cleanup_ahead_before_memory_work_queued_earlier
     node = agent()
     services = build_services(backend="sqlite", workspace=tmp_path, model=RecordingModel())
     original = task_backends["default"]
-    task_backends["default"] = DatabaseBackend("default", {"BACKEND": "django_tasks_db.DatabaseBackend"})
+    task_backends["default"] = DatabaseBackend("default", {"BACKEND": "django_tasks_db.DatabaseBackend",
+                                                           "QUEUES": settings.TASK_QUEUES})
+
+    def work(queue: str) -> None:
+        call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", "--max-tasks", "1",
+                     "--queue-name", queue, stdout=io.StringIO(), stderr=io.StringIO())
+
     try:
         with task_environment(TaskEnvironment(services=services, find_agent={node.name: node}.get)):
+            # A worker of every queue takes it first, though it was queued last.
             dream = enqueue_consolidation(agent=node.name, user="7")
             ahead = enqueue_cleanup_ahead(agent=node.name, user="7", session=SessionScope("quiet").key())
-            call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", "--max-tasks", "1",
-                         stdout=io.StringIO(), stderr=io.StringIO())
+            work("*")
+            first = DBTaskResult.objects.get(id=ahead.id)
+            assert first.status == TaskResultStatus.SUCCESSFUL and first.return_value == {"status": "not_due"}
+            assert DBTaskResult.objects.get(id=dream.id).status == TaskResultStatus.READY
+            # make run's worker of the "ahead" queue runs nothing else.
+            again = enqueue_cleanup_ahead(agent=node.name, user="7", session=SessionScope("quiet").key())
+            work("ahead")
+            work("ahead")
+            assert DBTaskResult.objects.get(id=again.id).status == TaskResultStatus.SUCCESSFUL
+            assert DBTaskResult.objects.get(id=dream.id).status == TaskResultStatus.READY
     finally:
         task_backends["default"] = original
-    first = DBTaskResult.objects.get(id=ahead.id)
-    assert first.status == TaskResultStatus.SUCCESSFUL and first.return_value == {"status": "not_due"}
-    assert DBTaskResult.objects.get(id=dream.id).status == TaskResultStatus.READY

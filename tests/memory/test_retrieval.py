@@ -261,9 +261,12 @@ def test_the_best_rows_are_those_of_a_full_sort_whatever_the_share_above_the_flo
     for size in (1, 7, 50, 51, 800, 12_800, 12_801, 100_000):
         for floor in (-np.inf, 0.0, 0.25, 0.9, 5.0):
             values = (rng.standard_normal(size) * 0.2 + 0.2).astype(np.float32)
-            if size > 100:  # many rows share a value at the bound, and a run of equal best values
+            if size > 100:  # many rows share a value, and a run of equal best values
                 values[rng.integers(0, size, size // 4)] = np.float32(0.3)
                 values[rng.integers(0, size, 5)] = np.float32(0.95)
+            if size >= 12_800:  # the bound itself: every block's maximum the same value
+                values[:] = np.minimum(values, np.float32(0.7))
+                values[:: size // 300] = np.float32(0.7)
             for k in (1, 12, 50):
                 got = best_rows(values, k, floor=floor).tolist()
                 want = expected(values, k, floor)
@@ -274,6 +277,12 @@ def test_the_best_rows_are_those_of_a_full_sort_whatever_the_share_above_the_flo
                 cases += 1
     assert cases == 8 * 5 * 3
     assert best_rows(np.zeros(0, np.float32), 50, floor=0.0).tolist() == []
+    # A NaN (a broken vector's similarity) bounds nothing and is never among the best.
+    values = (rng.random(25_600) * 0.1).astype(np.float32)
+    values[50::100] = 0.5 + rng.random(256).astype(np.float32) * 0.5  # one high value per block
+    values[::2560] = np.nan
+    got = best_rows(values, 50, floor=0.0)
+    assert values[got].tolist() == values[expected(np.nan_to_num(values, nan=-1.0), 50, 0.0)].tolist()
 
 
 def test_vectors_added_document_by_document_read_as_one_matrix():
