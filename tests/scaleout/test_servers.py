@@ -157,7 +157,8 @@ def children_of(pid: int, name: str) -> list[int]:
 @pytest.mark.slow
 def test_make_serve_runs_several_workers_on_one_port(shared, tmp_path, redis_or_none):
     """scripts/serve.sh as `make serve` runs it: deploy check, migrate, collectstatic, two
-    workers on one port (SO_REUSEPORT) and a task worker; a killed worker comes back."""
+    workers on one port (SO_REUSEPORT) and two task workers (one for the cleanups ahead of need);
+    a killed worker comes back."""
     port = free_port()
     env = shared.child_env(HOST="127.0.0.1", PORT=str(port), WORKERS="2", MODEX_TASKS_BACKEND="db",
                            DJANGO_STATIC_ROOT=str(tmp_path / "static"), **layer_env(redis_or_none))
@@ -169,7 +170,8 @@ def test_make_serve_runs_several_workers_on_one_port(shared, tmp_path, redis_or_
     assert banner.startswith(f"Modex serving on http://127.0.0.1:{port}/ with 2 web worker(s)"), banner
     wait_for_port(port, process=server.process)
     web = children_of(server.pid, "daphne")
-    assert len(web) == 2 and len(children_of(server.pid, "db_worker")) == 1
+    assert len(web) == 2 and len(children_of(server.pid, "db_worker")) == 2  # TASK_WORKERS' default
+    assert len(children_of(server.pid, "--queue-name ahead")) == 1  # one for the cleanups ahead of need
     assert len(children_of(server.pid, "reap_tasks")) == 1  # requeues tasks of a worker that died
 
     browser = Browser(port)
