@@ -61,6 +61,7 @@ from django.utils import timezone
 
 from agents.llm import as_text_completion
 from agents.runtime.events import CleanupDone, CleanupStarted, RuntimeEvent
+from agents.runtime import summary_style
 from agents.runtime.hooks import HookPoint, RuntimeHooks
 from agents.runtime.sizing import probe_window, sized_agent
 from agents.runtime.tools.history_tools import archive_scope_for
@@ -101,9 +102,12 @@ async def compact(
     ``summary_options``: ``arun_cleanup``'s (default: its own)."""
     config = agent.memory_config
     options: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
-    if summary_options is not None:
-        options["summary_options"] = summary_options
-    return await arun_cleanup(
+    summary = summary_options or SummaryOptions(max_tokens=summary_budget(config))
+    # A model that answered the whole template with no section before is asked each one alone.
+    alone = await run_blocking(summary_style.sections_alone, services.bundle.kv, services.model)
+    if alone:
+        summary = replace(summary, sections_alone=True)
+    result = await arun_cleanup(
         bundle=services.bundle,
         session=session,
         config=config,
@@ -114,8 +118,16 @@ async def compact(
         force=force,
         embedder=services.retrieval.embedder,
         fallback=fallback,
+        summary_options=summary,
         **options,
     )
+    asked = result.summarizer_calls > 0 and not result.resumed
+    try:
+        await run_blocking(summary_style.learn, services.bundle.kv, services.model,
+                           followed=result.template_followed, asked_alone=alone and asked)
+    except Exception:  # advisory: the cleanup is done either way
+        logger.warning("remembering how %s answers the summary template failed", services.model, exc_info=True)
+    return result
 
 
 async def cleanup_hook(*, ctx: ToolContext, force: bool = False, **_: Any) -> AsyncIterator[RuntimeEvent]:

@@ -59,6 +59,9 @@ class CleanupResult:
     oversized_seqs: tuple[int, ...] = ()  # evicted messages larger than the whole context window
     commit_attempts: int = 0
     resumed: bool = False  # finished a cut that an earlier, interrupted cleanup had planned
+    #: Whether the model answered the whole summary template with any section (None: not asked;
+    #: ``memory.compression.summary.SummaryOutcome.template_followed``).
+    template_followed: bool | None = None
 
     @property
     def committed(self) -> bool:

@@ -133,6 +133,7 @@ class CleanupRun:
     lease_ttl: float
     embedder: Any = None  # memory.retrieval.embeddings.Embedder: vectors for what is archived
     fallback: bool = True  # False: a summary the model did not write commits nothing (cleanup ahead)
+    template_followed: bool | None = None  # the summary's SummaryOutcome.template_followed, once asked
 
 
 def derived_id(kind: str, *, session: SessionScope, through_seq: int) -> str:

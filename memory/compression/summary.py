@@ -92,6 +92,10 @@ class SummaryOptions:
     backoff: float = 0.5  # seconds before the first retry, doubled for each further one
     max_chunks: int = 8  # older history beyond this many chunks is given as one-line digests
     ask_missing_sections: bool = True  # ask for each section a partial answer lacks, once, alone
+    #: Skip the whole template and ask each section alone at once: for a model that answered the
+    #: template with no section before (its whole answer, cut at the cap, cost a small local model
+    #: a minute and was never used). Only for a history summarized in one call.
+    sections_alone: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,9 @@ class SummaryOutcome:
     prompts: tuple[ChatPrompt, ...] = field(default=(), repr=False)  # every prompt sent, in order
     shortened: str | None = None  # None (fit at once), REASKED or CUT_BY_SECTION
     model_sections: tuple[str, ...] = ()  # the sections the model wrote (the others were built)
+    #: Whether the model's answer to the whole template held any section: None when the template
+    #: was not asked in one call (sections asked alone, a long history in parts) or not answered.
+    template_followed: bool | None = None
 
 
 REASKED = "re-asked"  # the first answer was over the budget; the re-asked one fit
@@ -178,16 +185,22 @@ async def compose_summary(
     header = _header(history, cleanup_at)
     budget = options.max_tokens
     useless: str | None = None  # why the first answer could not be used at all
+    followed: bool | None = None
     try:
         if len(chunks) <= 1:
             only = chunks[0] if chunks else ""
             prompt = summary_prompt(only, previous=previous_text, part=(1, 1), max_tokens=budget)
-            try:
-                answer, shortened = await _within_budget(caller, prompt, budget)
-            except SummarizerFailed as exc:
-                if not exc.answered:
-                    raise  # the endpoint is failing: no questions, the fallback
-                answer, shortened, useless = "", None, exc.reason  # ask section by section
+            if options.sections_alone:
+                answer, shortened = "", None
+                useless = "this model answered the template with no section before; each was asked alone"
+            else:
+                try:
+                    answer, shortened = await _within_budget(caller, prompt, budget)
+                    followed = bool(parse_sections(answer))
+                except SummarizerFailed as exc:
+                    if not exc.answered:
+                        raise  # the endpoint is failing: no questions, the fallback
+                    answer, shortened, useless, followed = "", None, exc.reason, False  # ask section by section
         else:
             parts = [
                 fit_sections(
@@ -210,6 +223,7 @@ async def compose_summary(
             error=exc.reason,
             calls=caller.calls,
             prompts=tuple(caller.prompts),
+            template_followed=followed,
         )
     # A whole answer that needed nothing added is kept exactly as the model wrote it.
     whole = sections == parse_sections(answer) and len(sections) == len(SECTIONS)
@@ -224,6 +238,7 @@ async def compose_summary(
         prompts=tuple(caller.prompts),
         shortened=shortened,
         model_sections=from_model,
+        template_followed=followed,
     )
 
 

@@ -1,0 +1,62 @@
+"""How a model answers the compact summary's template, remembered per endpoint.
+
+A cleanup first asks the model for the whole summary template (six sections), then asks alone
+for each section the answer lacks. The smallest models never write a section of the template:
+they chat on until the completion cap, and every section is then asked alone anyway. With
+SmolLM2-135M on a CPU that whole answer (1,024 tokens) cost 30-60 s of each cleanup's two
+minutes, and was never used. So when a model's whole answer held no section, the next cleanups
+of that endpoint ask each section alone at once (``SummaryOptions.sections_alone``), and every
+``RECHECK_EVERY``-th asks the template again, in case the model behind the endpoint changed.
+
+Kept in the shared KV store (global scope, ``summary.template.<endpoint id>``), so the chat's
+cleanups and the task worker's learn from each other. Advisory: a lost write costs one cleanup
+the whole question again. A model without an endpoint (the offline model) always gets the template.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agents.runtime.gate import endpoint_id
+from memory.scopes import GlobalScope
+from memory.stores.base import KVStore
+
+KEY_PREFIX = "summary.template."
+#: Cleanups that ask the sections alone before one asks the whole template again.
+RECHECK_EVERY = 10
+_SCOPE = GlobalScope()
+
+
+def _read(kv: KVStore, key: str) -> dict:
+    item = kv.get(_SCOPE, key)
+    try:
+        value = json.loads(item.value) if item is not None else {}
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def sections_alone(kv: KVStore, model: Any) -> bool:
+    """Whether a cleanup summarizing with ``model`` should ask each section alone at once."""
+    endpoint = endpoint_id(model)
+    if endpoint is None:
+        return False
+    seen = _read(kv, KEY_PREFIX + endpoint)
+    alone = seen.get("alone", 0)
+    return seen.get("followed") is False and isinstance(alone, int) and alone < RECHECK_EVERY
+
+
+def learn(kv: KVStore, model: Any, *, followed: bool | None, asked_alone: bool) -> None:
+    """Record a cleanup's summary: the sections asked alone (counted toward the next check), or
+    whether the model's answer to the whole template held any section."""
+    endpoint = endpoint_id(model)
+    if endpoint is None or (followed is None and not asked_alone):
+        return
+    key = KEY_PREFIX + endpoint
+    if asked_alone:
+        seen = _read(kv, key)
+        value = {"followed": False, "alone": int(seen.get("alone", 0) or 0) + 1}
+    else:
+        value = {"followed": followed, "alone": 0}
+    kv.put(_SCOPE, key, json.dumps(value))
