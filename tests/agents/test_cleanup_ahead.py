@@ -238,6 +238,14 @@ def is_summary_call(request) -> bool:
     return request.json.get("max_tokens") == 333
 
 
+async def summary_under_way(job, fake_openai) -> asyncio.Task:
+    """Start the queued cleanup ahead (inside its task environment); return once its summary is asked."""
+    ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
+    while not [r for r in fake_openai.chat_requests if is_summary_call(r)]:
+        await asyncio.sleep(0.02)
+    return ahead
+
+
 async def test_a_turn_over_the_threshold_does_not_wait_for_the_cleanup_under_way(tmp_path, fake_openai, settings):
     """A one-slot local server (the real HTTP fake server, the model-call gate): the cleanup
     ahead's summary is being written when the user's next message arrives, and that message
@@ -260,9 +268,7 @@ async def test_a_turn_over_the_threshold_does_not_wait_for_the_cleanup_under_way
     [job] = queued("cleanup_ahead")
 
     with task_environment(env):
-        ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
-        while not [r for r in fake_openai.chat_requests if is_summary_call(r)]:
-            await asyncio.sleep(0.02)
+        ahead = await summary_under_way(job, fake_openai)
         started = time.monotonic()
         events = await turn(runtime, node, session, FACTS[turns])
         took = time.monotonic() - started
@@ -305,9 +311,7 @@ async def test_turns_that_arrive_while_it_waits_for_chat_are_compacted_by_the_ne
     [job] = queued("cleanup_ahead")
 
     with task_environment(env):
-        ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
-        while not [r for r in fake_openai.chat_requests if is_summary_call(r)]:
-            await asyncio.sleep(0.02)
+        ahead = await summary_under_way(job, fake_openai)
         for n in range(turns, turns + 3):  # longer messages: two notes each
             events = await turn(runtime, node, session, f"{FACTS[n]} {FACTS[n + 3]}")
             [done] = [e for e in events if isinstance(e, CleanupDone)]
@@ -399,9 +403,7 @@ async def test_far_over_the_threshold_the_cleanup_ahead_gives_way_to_the_turns_o
     [job] = queued("cleanup_ahead")
 
     with task_environment(env):
-        ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
-        while not [r for r in fake_openai.chat_requests if is_summary_call(r)]:
-            await asyncio.sleep(0.02)
+        ahead = await summary_under_way(job, fake_openai)
         events = await turn(runtime, node, session, " ".join(FACTS[7:14]))  # some 770 tokens
         outcome = await ahead
     assert outcome["status"] == "aborted" and "stopped" in outcome["reason"]
