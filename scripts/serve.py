@@ -139,7 +139,8 @@ def build_children(args: argparse.Namespace) -> list[Child]:
         command = [sys.executable, "manage.py", "db_worker", "--no-reload", "--interval", "1", "--queue-name"]
         # With two or more, the first runs only the cleanups ahead of need (the next turn waits on
         # them), the others every queue (modex_web/settings.py, TASK_QUEUES).
-        queues = ["*"] if args.task_workers == 1 else ["ahead"] + ["*"] * (args.task_workers - 1)
+        count = max(0, args.task_workers)
+        queues = ["*"] * count if count < 2 else ["ahead"] + ["*"] * (count - 1)
         children += [Child(name=f"tasks-{i + 1}", command=[*command, queue]) for i, queue in enumerate(queues)]
         if args.task_workers:
             # Queues again (once) a task whose worker died mid-task (agents/task_reaper.py).

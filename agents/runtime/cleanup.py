@@ -104,7 +104,7 @@ async def compact(
     options: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
     summary = summary_options or SummaryOptions(max_tokens=summary_budget(config))
     # A model that answered the whole template with no section before is asked each one alone.
-    alone = await run_blocking(summary_style.sections_alone, services.bundle.kv, services.model)
+    alone = await run_blocking(summary_style.sections_alone, services.bundle.kv, model)
     if alone:
         summary = replace(summary, sections_alone=True)
     result = await arun_cleanup(
@@ -121,12 +121,11 @@ async def compact(
         summary_options=summary,
         **options,
     )
-    asked = result.summarizer_calls > 0 and not result.resumed
     try:
-        await run_blocking(summary_style.learn, services.bundle.kv, services.model,
-                           followed=result.template_followed, asked_alone=alone and asked)
+        await run_blocking(summary_style.learn, services.bundle.kv, model,
+                           followed=result.template_followed, asked_alone=alone and result.summarizer_calls > 0)
     except Exception:  # advisory: the cleanup is done either way
-        logger.warning("remembering how %s answers the summary template failed", services.model, exc_info=True)
+        logger.warning("remembering how %s answers the summary template failed", model, exc_info=True)
     return result
 
 
@@ -305,11 +304,14 @@ async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
     outcome = {"status": result.status.value, "reason": result.reason, "evicted": result.evicted_count}
     if result.committed:
         await run_blocking(_draw, services, scope, result)
-        if await run_blocking(_due, services, scope, node.memory_config) is not None:
-            await sync_to_async(enqueue_cleanup_ahead, thread_sensitive=True)(
-                agent=agent, user=user, session=session, after=_after_turn(services)
-            )
-            outcome["queued_again"] = True
+        try:
+            if await run_blocking(_due, services, scope, node.memory_config) is not None:
+                queued = await sync_to_async(enqueue_cleanup_ahead, thread_sensitive=True)(
+                    agent=agent, user=user, session=session, after=_after_turn(services)
+                )
+                outcome["queued_again"] = queued is not None
+        except Exception:  # committed all the same: the next turn's end queues one if still due
+            logger.exception("queueing the next cleanup ahead of %s failed", session)
     return outcome
 
 

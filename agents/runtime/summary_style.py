@@ -4,13 +4,16 @@ A cleanup first asks the model for the whole summary template (six sections), th
 for each section the answer lacks. The smallest models never write a section of the template:
 they chat on until the completion cap, and every section is then asked alone anyway. With
 SmolLM2-135M on a CPU that whole answer (1,024 tokens) cost 30-60 s of each cleanup's two
-minutes, and was never used. So when a model's whole answer held no section, the next cleanups
-of that endpoint ask each section alone at once (``SummaryOptions.sections_alone``), and every
-``RECHECK_EVERY``-th asks the template again, in case the model behind the endpoint changed.
+minutes, and was never used. So once a model's whole answer held no section ``MISSES`` times in
+a row, the next cleanups of that endpoint that summarize in one call ask each section alone at
+once (``SummaryOptions.sections_alone``); after ``RECHECK_EVERY`` of those, one asks the
+template again, in case the model behind the endpoint changed (an answer with a section goes
+back to the template).
 
 Kept in the shared KV store (global scope, ``summary.template.<endpoint id>``), so the chat's
 cleanups and the task worker's learn from each other. Advisory: a lost write costs one cleanup
-the whole question again. A model without an endpoint (the offline model) always gets the template.
+the whole question again. A model without an endpoint of its own (the offline model, a wrapper
+that does not say its ``base_url``) always gets the template.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from memory.scopes import GlobalScope
 from memory.stores.base import KVStore
 
 KEY_PREFIX = "summary.template."
+#: Whole answers with no section, in a row, before the sections are asked alone.
+MISSES = 2
 #: Cleanups that ask the sections alone before one asks the whole template again.
 RECHECK_EVERY = 10
 _SCOPE = GlobalScope()
@@ -43,8 +48,8 @@ def sections_alone(kv: KVStore, model: Any) -> bool:
     if endpoint is None:
         return False
     seen = _read(kv, KEY_PREFIX + endpoint)
-    alone = seen.get("alone", 0)
-    return seen.get("followed") is False and isinstance(alone, int) and alone < RECHECK_EVERY
+    misses, alone = seen.get("misses", 0), seen.get("alone", 0)
+    return isinstance(misses, int) and isinstance(alone, int) and misses >= MISSES and alone < RECHECK_EVERY
 
 
 def learn(kv: KVStore, model: Any, *, followed: bool | None, asked_alone: bool) -> None:
@@ -54,9 +59,13 @@ def learn(kv: KVStore, model: Any, *, followed: bool | None, asked_alone: bool) 
     if endpoint is None or (followed is None and not asked_alone):
         return
     key = KEY_PREFIX + endpoint
+    seen = _read(kv, key)
+    misses = seen.get("misses", 0) if isinstance(seen.get("misses"), int) else 0
+    alone = seen.get("alone", 0) if isinstance(seen.get("alone"), int) else 0
     if asked_alone:
-        seen = _read(kv, key)
-        value = {"followed": False, "alone": int(seen.get("alone", 0) or 0) + 1}
+        value = {"misses": misses, "alone": alone + 1}
+    elif followed:
+        value = {"misses": 0, "alone": 0}
     else:
-        value = {"followed": followed, "alone": 0}
+        value = {"misses": misses + 1, "alone": 0}
     kv.put(_SCOPE, key, json.dumps(value))

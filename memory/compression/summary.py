@@ -18,7 +18,9 @@ they use, JSON included). A partial answer is used: each missing section is aske
 once, as a follow-up (``section_prompt``), and what is still missing is built from the messages
 (``fallback.filled_section``). An answer with no section at all, or a useless one (the smallest
 models chat on, continue the transcript, or say the prompt back), is not retried: each section
-is asked as one short question on the same material (``single_section_prompt``), and only if
+is asked as one short question on the same material (``single_section_prompt``; with
+``SummaryOptions.sections_alone``, for a model known to answer so, the template is not asked at
+all: ``agents.runtime.summary_style``), and only if
 none of those is usable does the fallback run. Errors and timeouts are retried, and then fall
 back at once. Whatever the model wrote, every user statement of fact or preference it did not
 already say is added to "Facts learned", dated, with its seq, and so are the previous summary's

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.tasks import TaskResultStatus, task_backends
@@ -318,7 +319,8 @@ def test_the_database_worker_runs_a_queued_consolidation(tmp_path):
     services = build_services(backend="sqlite", workspace=tmp_path, model=OfflineChatModel())
     put_docs(services, "7", ["My name is Sam."])
     original = task_backends["default"]
-    task_backends["default"] = DatabaseBackend("default", {"BACKEND": "django_tasks_db.DatabaseBackend"})
+    task_backends["default"] = DatabaseBackend("default", {"BACKEND": "django_tasks_db.DatabaseBackend",
+                                                           "QUEUES": settings.TASK_QUEUES})
     try:
         with task_environment(TaskEnvironment(services=services, find_agent={"default": agent}.get)):
             result = enqueue_consolidation(agent="default", user="7")

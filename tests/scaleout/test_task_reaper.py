@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from django.conf import settings
 from django.tasks import TaskResultStatus, task_backends
 from django.utils import timezone
 
@@ -33,7 +34,8 @@ def db_tasks():
     from django_tasks_db.backend import DatabaseBackend
 
     original = task_backends["default"]
-    task_backends["default"] = DatabaseBackend("default", {"BACKEND": "django_tasks_db.DatabaseBackend"})
+    task_backends["default"] = DatabaseBackend("default", {"BACKEND": "django_tasks_db.DatabaseBackend",
+                                                           "QUEUES": settings.TASK_QUEUES})
     yield
     task_backends["default"] = original
 

@@ -178,6 +178,7 @@ def test_serve_never_lets_daphne_read_the_forwarded_header(monkeypatch, capsys):
     monkeypatch.setenv("MODEX_TRUSTED_PROXIES", "0")  # restored after the test
     children = serve.build_children(serve.parse_args(["--trusted-proxies", "2", "--task-workers", "0"]))
     assert children and all("--proxy-headers" not in c.daphne_args for c in children)
+    assert not [c for c in children if c.command and "db_worker" in c.command]  # 0: no task worker at all
     import os
 
     assert os.environ["MODEX_TRUSTED_PROXIES"] == "2"

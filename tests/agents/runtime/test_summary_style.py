@@ -25,10 +25,11 @@ def is_template(request) -> bool:
     return request.json["messages"][0]["content"] != _SECTION_SYSTEM
 
 
-def world(tmp_path, fake_openai, *, follows: bool):
+def world(tmp_path, fake_openai, *, follows):
+    """``follows()`` says whether the model writes a section of the template now."""
     def answer(request):
         if is_template(request):
-            return Reply(content="## Goal\nPlan the trip." if follows else "Sure! Let me tell you a story about " * 30)
+            return Reply(content="## Goal\nPlan the trip." if follows() else "Sure! Let me tell you a story about " * 30)
         return Reply(content="- the trip to Ghent in May")
 
     fake_openai.responder = answer
@@ -47,29 +48,39 @@ async def cleanup(services, agent, n: int):
 
 
 async def test_a_model_that_writes_no_section_is_asked_each_alone_and_the_template_again_later(tmp_path, fake_openai):
-    model, services, agent = world(tmp_path, fake_openai, follows=False)
-    first = await cleanup(services, agent, 0)
-    assert first.committed and not first.fallback_summary and first.template_followed is False
-    asked = [is_template(r) for r in fake_openai.chat_requests]
-    assert asked[0] and not any(asked[1:]) and len(asked) == 7  # the template, then the six sections alone
+    follows = {"now": False}
+    model, services, agent = world(tmp_path, fake_openai, follows=lambda: follows["now"])
+    for n in range(summary_style.MISSES):  # the template, then the six sections alone, twice
+        before = len(fake_openai.chat_requests)
+        missed = await cleanup(services, agent, n)
+        assert missed.committed and not missed.fallback_summary and missed.template_followed is False
+        asked = [is_template(r) for r in fake_openai.chat_requests[before:]]
+        assert asked[0] and not any(asked[1:]) and len(asked) == 7
 
-    for n in range(1, summary_style.RECHECK_EVERY + 1):  # the template is not asked again ...
+    n = summary_style.MISSES
+    for n in range(n, n + summary_style.RECHECK_EVERY):  # then the template is not asked ...
         before = len(fake_openai.chat_requests)
         result = await cleanup(services, agent, n)
         assert result.committed and not result.fallback_summary and result.template_followed is None
         assert not any(is_template(r) for r in fake_openai.chat_requests[before:]), n
         assert len(fake_openai.chat_requests) - before == 6
-    before = len(fake_openai.chat_requests)
-    again = await cleanup(services, agent, summary_style.RECHECK_EVERY + 1)  # ... until the check
-    assert is_template(fake_openai.chat_requests[before]) and again.template_followed is False
+    follows["now"] = True  # ... until the check, and a model that writes sections gets it again
+    for n in range(n + 1, n + 3):
+        before = len(fake_openai.chat_requests)
+        again = await cleanup(services, agent, n)
+        assert is_template(fake_openai.chat_requests[before]) and again.template_followed is True
     await model.aclose()
 
 
-async def test_a_model_that_writes_sections_keeps_getting_the_template(tmp_path, fake_openai):
-    model, services, agent = world(tmp_path, fake_openai, follows=True)
-    for n in range(3):
+async def test_one_answer_without_a_section_changes_nothing(tmp_path, fake_openai):
+    """A model that writes sections but once answered without (an empty or a refused answer)
+    keeps getting the template."""
+    follows = {"now": True}
+    model, services, agent = world(tmp_path, fake_openai, follows=lambda: follows["now"])
+    for n, writes in enumerate([False, True, False, True, True]):
+        follows["now"] = writes
         before = len(fake_openai.chat_requests)
         result = await cleanup(services, agent, n)
-        assert result.committed and result.template_followed is True
-        assert is_template(fake_openai.chat_requests[before])  # then the missing sections, each alone
+        assert result.committed and is_template(fake_openai.chat_requests[before]), n
+        assert result.template_followed is writes
     await model.aclose()
