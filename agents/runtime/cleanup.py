@@ -18,7 +18,8 @@ threshold would run a turn later, as background model work, with these differenc
 
 * chat goes first: its summary calls give the model up to a turn or a typing user and ask again
   once chat is quiet (``agents.runtime.gate``; a small model's summary may take several pauses,
-  and the server's prompt cache keeps what a restarted call had read). Meanwhile it holds the
+  and the server's prompt cache keeps what a restarted call had read); they come before other
+  background work (``urgent``: a consolidation or a review gives the model up to them). Meanwhile it holds the
   session's cleanup lease, so a turn that crosses the threshold does not wait for a cleanup of
   its own: that cleanup finds the lease busy, the turn goes on (assembly keeps what is sent
   inside the window), and the cleanup ahead commits when its summary is written (appends and
@@ -343,7 +344,7 @@ async def _ahead_round(
         session=scope,
         agent=node,
         user_id=user,
-        model=services.calls(background=True, label="cleanup ahead", stop_when=far_over),
+        model=services.calls(background=True, label="cleanup ahead", stop_when=far_over, urgent=True),
         force=pending is None,
         lease_ttl=float(getattr(settings, "MODEX_CLEANUP_LEASE_TTL", 600.0)),
         fallback=False,

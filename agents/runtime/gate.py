@@ -29,6 +29,10 @@ beside a turn would slow the turn down), in two classes:
   repeats text; it gives up after ``MODEX_BACKGROUND_MAX_WAIT`` seconds of waiting with
   ``ModelUnavailable`` (the Dream Engine and the reviewer then retry later with their backoff).
 
+An **urgent** background call (the cleanup ahead of need, which the next turn waits on) comes
+before the others: while one waits, no other background call takes a slot, and one running gives
+its slot up to it as to a turn (and asks again later).
+
 A background call may name a ``stop_when`` check, asked whenever it cannot run (it waits for a
 slot, or chat preempted it): when
 it says so the call stops for good (``GaveWay``) instead of waiting (the cleanup ahead of need
@@ -189,15 +193,18 @@ class ModelGate:
         return 1 if _is_local(urlsplit(model.base_url).hostname or "") else None
 
     def calls(self, model: Any, *, priority: str = FOREGROUND, label: str = "",
-              stop_when: Callable[[], bool] | None = None) -> Any:
+              stop_when: Callable[[], bool] | None = None, urgent: bool = False) -> Any:
         """``model`` as seen through the gate with ``priority`` (``model`` itself when ungated).
         ``stop_when`` (background; called on a store thread): asked whenever the call cannot run
         (waiting for a slot, or preempted by chat); when it says so the call stops for good with
         ``GaveWay`` instead of waiting for chat (the cleanup ahead of need, once its session is
-        far over its threshold and a turn must clean up itself)."""
+        far over its threshold and a turn must clean up itself). ``urgent`` (background): before
+        any other background call, which waits while it does and gives its slot up to it (the
+        cleanup ahead of need, which the next turn waits on)."""
         if endpoint_id(model) is None:
             return model
-        return GatedModel(model, gate=self, priority=priority, label=label or priority, stop_when=stop_when)
+        return GatedModel(model, gate=self, priority=priority, label=label or priority, stop_when=stop_when,
+                          urgent=urgent)
 
     # -- the state ------------------------------------------------------------------------------
 
@@ -281,14 +288,15 @@ class ModelGate:
 
     # -- slots ----------------------------------------------------------------------------------
 
-    def _try_slot(self, endpoint: str, limit: int, priority: str, label: str) -> Any:
-        """A slot lease if the gate admits a call of ``priority`` now, else None."""
+    def _try_slot(self, endpoint: str, limit: int, priority: str, label: str, urgent: bool = False) -> Any:
+        """A slot lease if the gate admits a call of ``priority`` now, else None (a background
+        call that is not ``urgent`` also waits while an urgent one does)."""
         live, _ = self._read(endpoint)
         held = {index for kind, index, _ in live if kind == "slot"}
         if priority == BACKGROUND:
             turns = sum(kind == "turn" for kind, _, _ in live)
             background = sum(kind == "slot" and holder.startswith(BACKGROUND) for kind, _, holder in live)
-            if turns + background >= limit:
+            if turns + background >= limit or (not urgent and _urgent_waiting(live)):
                 return None
         for index in range(limit):
             if str(index) in held:
@@ -300,20 +308,23 @@ class ModelGate:
                 continue
         return None
 
-    def _must_yield(self, endpoint: str, limit: int) -> bool:
-        """A running background call gives its slot up: the turns need more than is left."""
+    def _must_yield(self, endpoint: str, limit: int, urgent: bool = False) -> bool:
+        """A running background call gives its slot up: the turns need more than is left, or
+        (a call that is not urgent) an urgent background call waits for a slot."""
         live, _ = self._read(endpoint)
         turns = sum(kind == "turn" for kind, _, _ in live)
         background = sum(kind == "slot" and holder.startswith(BACKGROUND) for kind, _, holder in live)
-        return turns > 0 and turns + background > limit
+        if turns > 0 and turns + background > limit:
+            return True
+        return not urgent and turns + background >= limit and _urgent_waiting(live)
 
     async def _wait_slot(self, model: Any, priority: str, label: str, deadline: float | None,
-                         stop_when: Callable[[], bool] | None = None) -> Any:
+                         stop_when: Callable[[], bool] | None = None, urgent: bool = False) -> Any:
         """A slot; None at ``deadline``; ``_STOPPED`` when ``stop_when`` says so while waiting."""
         endpoint, limit = endpoint_id(model), self.limit(model)
         pause = self.poll if priority == FOREGROUND else self.background_poll
         while True:
-            slot = await run_blocking(self._try_slot, endpoint, limit, priority, label)
+            slot = await run_blocking(self._try_slot, endpoint, limit, priority, label, urgent)
             if slot is not None:
                 return slot
             if deadline is not None and time.monotonic() >= deadline:
@@ -338,6 +349,12 @@ class ModelGate:
 
 
 _STOPPED = object()  # ``_wait_slot``: the caller's ``stop_when`` said stop
+URGENT = "urgent"  # the mark of an urgent background call's queue entry
+
+
+def _urgent_waiting(live: list[tuple[str, str, str]]) -> bool:
+    """Whether an urgent background call waits for a slot (its queue entry says so)."""
+    return any(kind == "queued" and holder.endswith(f"|{URGENT}") for kind, _, holder in live)
 
 
 class GaveWay(ModelUnavailable, SummarizerWithdrawn):
@@ -350,9 +367,9 @@ class GatedModel:
     (``name``, ``context_window``, ``capabilities``, ``discover`` ...) is the model's own."""
 
     def __init__(self, model: Any, *, gate: ModelGate, priority: str, label: str,
-                 stop_when: Callable[[], bool] | None = None) -> None:
+                 stop_when: Callable[[], bool] | None = None, urgent: bool = False) -> None:
         self.inner, self.gate, self.priority, self.label = model, gate, priority, label
-        self.stop_when = stop_when
+        self.stop_when, self.urgent = stop_when, urgent
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -419,11 +436,12 @@ class GatedModel:
         while True:
             queued = await run_blocking(
                 acquire_lease, kv=gate.kv, scope=_SCOPE, name=f"gate.{endpoint}.queued.{uuid.uuid4().hex[:16]}",
-                ttl=gate.hold_ttl, holder=f"queued|{self.label}",
+                ttl=gate.hold_ttl, holder=f"queued|{self.label}" + (f"|{URGENT}" if self.urgent else ""),
             )
             waiting = gate.keep(queued, name=f"gate-queued-{self.label}")
             try:
-                slot = await gate._wait_slot(self.inner, BACKGROUND, self.label, deadline, stop_when=self.stop_when)
+                slot = await gate._wait_slot(self.inner, BACKGROUND, self.label, deadline, stop_when=self.stop_when,
+                                             urgent=self.urgent)
             finally:
                 await asyncio.shield(self._end(waiting))
             if slot is _STOPPED:
@@ -445,8 +463,8 @@ class GatedModel:
             gate.stats.preempted += 1
             if self.stop_when is not None and await run_blocking(self.stop_when):
                 raise self._gave_way()
-            logger.info("a background %s call gave the model up to chat (a turn, or a user typing); it asks again later",
-                        self.label)
+            logger.info("a background %s call gave the model up to chat (a turn, or a user typing) or to a cleanup "
+                        "ahead; it asks again later", self.label)
 
     async def _run_unless_preempted(self, request: dict[str, Any], endpoint: str) -> list[Any] | None:
         """The call's events, or None when a turn arrived first (the stream is closed then)."""
@@ -462,7 +480,7 @@ class GatedModel:
                 done, _ = await asyncio.wait({call}, timeout=gate.poll)
                 if done:
                     break
-                if await run_blocking(gate._must_yield, endpoint, limit):
+                if await run_blocking(gate._must_yield, endpoint, limit, self.urgent):
                     call.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await call

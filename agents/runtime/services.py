@@ -47,15 +47,15 @@ class MemoryServices:
         return isinstance(self.model, OfflineChatModel)
 
     def calls(self, model: Any | None = None, *, background: bool = False, label: str = "",
-              stop_when: Callable[[], bool] | None = None) -> Any:
+              stop_when: Callable[[], bool] | None = None, urgent: bool = False) -> Any:
         """``model`` (default: the services' model) as its callers use it: through the gate
-        with chat or background priority (``stop_when``: ``ModelGate.calls``); the model itself
-        without a gate."""
+        with chat or background priority (``stop_when``, ``urgent``: ``ModelGate.calls``); the
+        model itself without a gate."""
         model = model if model is not None else self.model
         if self.gate is None:
             return model
         return self.gate.calls(model, priority=BACKGROUND if background else FOREGROUND, label=label,
-                               stop_when=stop_when)
+                               stop_when=stop_when, urgent=urgent)
 
     def background_timeout(self, seconds: float) -> float:
         """A time limit around a whole background call (the Dream Engine's, a summary's): its

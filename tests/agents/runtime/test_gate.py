@@ -138,6 +138,42 @@ async def test_a_turn_preempts_a_running_background_call_which_asks_again_withou
     assert gate.stats.preempted == 1 and len(fake_openai.chat_requests) == 3
 
 
+async def test_an_urgent_background_call_takes_the_model_from_other_background_work(threaded_bundle, fake_openai):
+    """The cleanup ahead of need (urgent) arrives while a consolidation streams and a review
+    waits: the consolidation gives its slot up, the cleanup ahead runs next, before the review,
+    and the consolidation is asked again from the start, delivered once."""
+    asked: list[str] = []
+
+    def answer(request):
+        who = request.json["messages"][-1]["content"]
+        asked.append(who)
+        if who == "dream" and asked.count("dream") == 1:  # five seconds of dribbling text
+            return RawStream([chunk({"content": "half "})] + [Pause(0.1), chunk({"content": "."})] * 50)
+        return Reply(content=f"{who} done")
+
+    fake_openai.responder = answer
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle)
+
+    def call(label: str, **options):
+        return complete(gate.calls(model, priority=BACKGROUND, label=label, **options),
+                        messages=[{"role": "user", "content": label}])
+
+    dream = asyncio.create_task(call("dream"))
+    while not asked:
+        await asyncio.sleep(0.02)
+    review = asyncio.create_task(call("review"))
+    while "review" not in (await run_blocking(gate.state, model)).queued:
+        await asyncio.sleep(0.02)
+    started = time.monotonic()
+    assert (await call("ahead", urgent=True)).content == "ahead done"
+    assert time.monotonic() - started < 3  # not behind the 5 s stream
+    assert fake_openai.wait_for_disconnect(2)
+    assert (await review).content == "review done" and (await dream).content == "dream done"
+    assert asked[:2] == ["dream", "ahead"] and sorted(asked[2:]) == ["dream", "review"]
+    assert gate.stats.preempted == 1
+
+
 async def test_a_background_call_stops_for_good_when_its_check_says_so(threaded_bundle, fake_openai):
     slow = RawStream([chunk({"content": "half "})] + [Pause(0.1), chunk({"content": "."})] * 50)
     fake_openai.script(slow, Reply(content="chat answer"), Reply(content="never asked"))
