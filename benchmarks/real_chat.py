@@ -253,10 +253,11 @@ def ahead_outcomes() -> dict:
     return counts
 
 
-def worker_preemptions() -> int:
-    """Background calls the worker gave up to a turn (its log says so each time)."""
+def worker_preemptions(to: str = "chat") -> int:
+    """Background calls the workers gave up to a turn (``to="chat"``) or to a cleanup ahead
+    (``"urgent memory work"``): their log says so each time."""
     path = Path(os.environ["MODEX_WORKSPACE"]) / "worker.log"
-    return path.read_text(errors="replace").count("gave the model up to chat") if path.exists() else 0
+    return path.read_text(errors="replace").count(f"gave the model up to {to}") if path.exists() else 0
 
 
 async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bool, pause: float,
@@ -384,6 +385,7 @@ def main() -> None:
         run.tasks = task_outcomes()
         run.ahead = ahead_outcomes()
         run.gate["preempted_in_worker"] = worker_preemptions()
+        run.gate["yielded_to_cleanup_ahead_in_worker"] = worker_preemptions("urgent memory work")
     args.out.write_text(json.dumps(asdict(run), indent=2))
     from django.conf import settings
 

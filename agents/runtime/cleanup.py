@@ -18,8 +18,9 @@ threshold would run a turn later, as background model work, with these differenc
 
 * chat goes first: its summary calls give the model up to a turn or a typing user and ask again
   once chat is quiet (``agents.runtime.gate``; a small model's summary may take several pauses,
-  and the server's prompt cache keeps what a restarted call had read); they come before other
-  background work (``urgent``: a consolidation or a review gives the model up to them). Meanwhile it holds the
+  and the server's prompt cache keeps what a restarted call had read); it comes before other
+  background work (the gate's urgent mark, held for the whole cleanup: a consolidation or a
+  review does not start meanwhile, and one running gives the model up to it). Meanwhile it holds the
   session's cleanup lease, so a turn that crosses the threshold does not wait for a cleanup of
   its own: that cleanup finds the lease busy, the turn goes on (assembly keeps what is sent
   inside the window), and the cleanup ahead commits when its summary is written (appends and
@@ -339,17 +340,18 @@ async def _ahead_round(
     def far_over() -> bool:  # a turn now must clean up itself: give the session back
         return services.bundle.messages.head(scope).tokens > limit
 
-    return await compact(
-        services=services,
-        session=scope,
-        agent=node,
-        user_id=user,
-        model=services.calls(background=True, label="cleanup ahead", stop_when=far_over, urgent=True),
-        force=pending is None,
-        lease_ttl=float(getattr(settings, "MODEX_CLEANUP_LEASE_TTL", 600.0)),
-        fallback=False,
-        summary_options=options,
-    )
+    async with services.urgent_work("cleanup ahead"):  # other background work waits, and gives way
+        return await compact(
+            services=services,
+            session=scope,
+            agent=node,
+            user_id=user,
+            model=services.calls(background=True, label="cleanup ahead", stop_when=far_over, urgent=True),
+            force=pending is None,
+            lease_ttl=float(getattr(settings, "MODEX_CLEANUP_LEASE_TTL", 600.0)),
+            fallback=False,
+            summary_options=options,
+        )
 
 
 def _draw(services: MemoryServices, session: SessionScope, result: CleanupResult) -> None:

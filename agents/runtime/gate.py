@@ -29,9 +29,11 @@ beside a turn would slow the turn down), in two classes:
   repeats text; it gives up after ``MODEX_BACKGROUND_MAX_WAIT`` seconds of waiting with
   ``ModelUnavailable`` (the Dream Engine and the reviewer then retry later with their backoff).
 
-An **urgent** background call (the cleanup ahead of need, which the next turn waits on) comes
-before the others: while one waits, no other background call takes a slot, and one running gives
-its slot up to it as to a turn (and asks again later).
+**Urgent** background work (the cleanup ahead of need, which the next turn waits on) comes
+before the rest: while it holds an *urgent mark* (``hold_urgent``, from its first model call to
+its commit, so no other call slips in between its calls and takes the prompt cache of the
+background slot), other background calls do not start, and one running gives its slot up to it
+as to a turn (and asks again later; with several slots, every one running gives way).
 
 A background call may name a ``stop_when`` check, asked whenever it cannot run (it waits for a
 slot, or chat preempted it): when
@@ -126,6 +128,7 @@ class GateStats:
     chat_max_wait: float = 0.0
     background_calls: int = 0
     preempted: int = 0  # background calls that gave their slot up to a turn
+    yielded_to_urgent: int = 0  # background calls that gave their slot up to urgent background work
     gave_up: int = 0
     waits: deque[float] = field(default_factory=lambda: deque(maxlen=1000))  # the latest chat waits
 
@@ -278,6 +281,26 @@ class ModelGate:
             acquire_lease(kv=self.kv, scope=_SCOPE, name=name, ttl=hold, holder=f"turn|{name.rpartition('.')[2]}")
         return True
 
+    @contextlib.asynccontextmanager
+    async def hold_urgent(self, model: Any, *, label: str) -> AsyncIterator[None]:
+        """An urgent mark for ``model``'s endpoint while the block runs (nothing when it is not
+        gated): other background work waits, and gives the model up (see the module docstring).
+        The block's own calls must be made ``urgent``."""
+        endpoint = endpoint_id(model)
+        if endpoint is None or self.limit(model) is None:
+            yield
+            return
+        lease = await run_blocking(acquire_lease, kv=self.kv, scope=_SCOPE,
+                                   name=f"gate.{endpoint}.urgent.{uuid.uuid4().hex[:16]}", ttl=self.hold_ttl,
+                                   holder=f"urgent|{label}")
+        kept = self.keep(lease, name=f"gate-urgent-{label}")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(kept.end())
+            self._slot_given_back()
+
     def keep(self, lease: Any, *, name: str) -> KeptLease:
         """Renew ``lease`` (a turn mark, a slot, a queue entry) until ``end()``."""
         return KeptLease(kv=self.kv, lease=lease, ttl=self.hold_ttl, name=name)
@@ -308,15 +331,18 @@ class ModelGate:
                 continue
         return None
 
-    def _must_yield(self, endpoint: str, limit: int, urgent: bool = False) -> bool:
-        """A running background call gives its slot up: the turns need more than is left, or
-        (a call that is not urgent) an urgent background call waits for a slot."""
+    def _must_yield(self, endpoint: str, limit: int, urgent: bool = False) -> str | None:
+        """Whom a running background call gives its slot up to, if it must: ``FOREGROUND`` (the
+        turns need more than is left), ``URGENT`` (a call that is not urgent, while urgent
+        background work holds its mark and no slot is free), else None."""
         live, _ = self._read(endpoint)
         turns = sum(kind == "turn" for kind, _, _ in live)
         background = sum(kind == "slot" and holder.startswith(BACKGROUND) for kind, _, holder in live)
         if turns > 0 and turns + background > limit:
-            return True
-        return not urgent and turns + background >= limit and _urgent_waiting(live)
+            return FOREGROUND
+        if not urgent and turns + background >= limit and _urgent_waiting(live):
+            return URGENT
+        return None
 
     async def _wait_slot(self, model: Any, priority: str, label: str, deadline: float | None,
                          stop_when: Callable[[], bool] | None = None, urgent: bool = False) -> Any:
@@ -349,12 +375,12 @@ class ModelGate:
 
 
 _STOPPED = object()  # ``_wait_slot``: the caller's ``stop_when`` said stop
-URGENT = "urgent"  # the mark of an urgent background call's queue entry
+URGENT = "urgent"  # the kind of an urgent mark's lease (``hold_urgent``)
 
 
 def _urgent_waiting(live: list[tuple[str, str, str]]) -> bool:
-    """Whether an urgent background call waits for a slot (its queue entry says so)."""
-    return any(kind == "queued" and holder.endswith(f"|{URGENT}") for kind, _, holder in live)
+    """Whether urgent background work holds its mark now."""
+    return any(kind == URGENT for kind, _, _ in live)
 
 
 class GaveWay(ModelUnavailable, SummarizerWithdrawn):
@@ -436,7 +462,7 @@ class GatedModel:
         while True:
             queued = await run_blocking(
                 acquire_lease, kv=gate.kv, scope=_SCOPE, name=f"gate.{endpoint}.queued.{uuid.uuid4().hex[:16]}",
-                ttl=gate.hold_ttl, holder=f"queued|{self.label}" + (f"|{URGENT}" if self.urgent else ""),
+                ttl=gate.hold_ttl, holder=f"queued|{self.label}",
             )
             waiting = gate.keep(queued, name=f"gate-queued-{self.label}")
             try:
@@ -454,20 +480,26 @@ class GatedModel:
                 )
             kept = gate.keep(slot, name=f"gate-slot-{self.label}")
             try:
-                events = await self._run_unless_preempted(request, endpoint)
+                events, to = await self._run_unless_preempted(request, endpoint)
             finally:
                 await asyncio.shield(self._end(kept))
             if events is not None:
                 gate.stats.background_calls += 1
                 return events
+            if to == URGENT:
+                gate.stats.yielded_to_urgent += 1
+                logger.info("a background %s call gave the model up to urgent memory work (a cleanup ahead); it asks "
+                            "again later", self.label)
+                continue
             gate.stats.preempted += 1
             if self.stop_when is not None and await run_blocking(self.stop_when):
                 raise self._gave_way()
-            logger.info("a background %s call gave the model up to chat (a turn, or a user typing) or to a cleanup "
-                        "ahead; it asks again later", self.label)
+            logger.info("a background %s call gave the model up to chat (a turn, or a user typing); it asks again later",
+                        self.label)
 
-    async def _run_unless_preempted(self, request: dict[str, Any], endpoint: str) -> list[Any] | None:
-        """The call's events, or None when a turn arrived first (the stream is closed then)."""
+    async def _run_unless_preempted(self, request: dict[str, Any], endpoint: str) -> tuple[list[Any] | None, str]:
+        """The call's events, or None and whom it gave way to (``_must_yield``) when a turn or
+        urgent work arrived first (the stream is closed then)."""
         gate, limit = self.gate, self.gate.limit(self.inner)
 
         async def drain() -> list[Any]:
@@ -480,12 +512,13 @@ class GatedModel:
                 done, _ = await asyncio.wait({call}, timeout=gate.poll)
                 if done:
                     break
-                if await run_blocking(gate._must_yield, endpoint, limit, self.urgent):
+                to = await run_blocking(gate._must_yield, endpoint, limit, self.urgent)
+                if to is not None:
                     call.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await call
-                    return None
-            return call.result()
+                    return None, to
+            return call.result(), ""
         finally:
             if not call.done():
                 call.cancel()

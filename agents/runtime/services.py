@@ -10,6 +10,8 @@ call (``caps``, ``MODEX_MAX_TOKENS_*``) and the model-call gate over the stores
 
 from __future__ import annotations
 
+import contextlib
+
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,6 +58,13 @@ class MemoryServices:
             return model
         return self.gate.calls(model, priority=BACKGROUND if background else FOREGROUND, label=label,
                                stop_when=stop_when, urgent=urgent)
+
+    def urgent_work(self, label: str) -> Any:
+        """An async context in which background work of the services' model is urgent (the
+        gate's ``hold_urgent``; nothing without a gate): its calls must be made ``urgent``."""
+        if self.gate is None:
+            return contextlib.nullcontext()
+        return self.gate.hold_urgent(self.model, label=label)
 
     def background_timeout(self, seconds: float) -> float:
         """A time limit around a whole background call (the Dream Engine's, a summary's): its

@@ -138,10 +138,11 @@ async def test_a_turn_preempts_a_running_background_call_which_asks_again_withou
     assert gate.stats.preempted == 1 and len(fake_openai.chat_requests) == 3
 
 
-async def test_an_urgent_background_call_takes_the_model_from_other_background_work(threaded_bundle, fake_openai):
-    """The cleanup ahead of need (urgent) arrives while a consolidation streams and a review
-    waits: the consolidation gives its slot up, the cleanup ahead runs next, before the review,
-    and the consolidation is asked again from the start, delivered once."""
+async def test_urgent_work_takes_the_model_from_other_background_work_until_it_is_done(threaded_bundle, fake_openai):
+    """The cleanup ahead of need (urgent) starts while a consolidation streams and a review
+    waits: the consolidation gives its slot up, the cleanup's calls run next, one after the other
+    with nothing slipping in between, before the review; the consolidation is asked again from
+    the start and delivered once."""
     asked: list[str] = []
 
     def answer(request):
@@ -166,12 +167,15 @@ async def test_an_urgent_background_call_takes_the_model_from_other_background_w
     while "review" not in (await run_blocking(gate.state, model)).queued:
         await asyncio.sleep(0.02)
     started = time.monotonic()
-    assert (await call("ahead", urgent=True)).content == "ahead done"
-    assert time.monotonic() - started < 3  # not behind the 5 s stream
+    async with gate.hold_urgent(model, label="cleanup ahead"):
+        assert (await call("ahead 1", urgent=True)).content == "ahead 1 done"
+        assert time.monotonic() - started < 3  # not behind the 5 s stream
+        await asyncio.sleep(2 * gate.background_poll)  # between its calls: the others still wait
+        assert (await call("ahead 2", urgent=True)).content == "ahead 2 done"
     assert fake_openai.wait_for_disconnect(2)
     assert (await review).content == "review done" and (await dream).content == "dream done"
-    assert asked[:2] == ["dream", "ahead"] and sorted(asked[2:]) == ["dream", "review"]
-    assert gate.stats.preempted == 1
+    assert asked[:3] == ["dream", "ahead 1", "ahead 2"] and sorted(asked[3:]) == ["dream", "review"]
+    assert gate.stats.yielded_to_urgent == 1 and gate.stats.preempted == 0
 
 
 async def test_a_background_call_stops_for_good_when_its_check_says_so(threaded_bundle, fake_openai):
