@@ -125,7 +125,8 @@ async def compact(
     )
     try:
         await run_blocking(summary_style.learn, services.bundle.kv, model,
-                           followed=result.template_followed, asked_alone=alone and result.summarizer_calls > 0)
+                           followed=result.template_followed, asked_alone=alone and result.summarizer_calls > 0,
+                           ran_on=result.template_ran_on)
     except Exception:  # advisory: the cleanup is done either way
         logger.warning("remembering how %s answers the summary template failed", model, exc_info=True)
     return result

@@ -4,11 +4,14 @@ A cleanup first asks the model for the whole summary template (six sections), th
 for each section the answer lacks. The smallest models never write a section of the template:
 they chat on until the completion cap, and every section is then asked alone anyway. With
 SmolLM2-135M on a CPU that whole answer (1,024 tokens) cost 30-60 s of each cleanup's two
-minutes, and was never used. So once a model's whole answer held no section ``MISSES`` times in
-a row, the next cleanups of that endpoint that summarize in one call ask each section alone at
-once (``SummaryOptions.sections_alone``); after ``RECHECK_EVERY`` of those, one asks the
-template again, in case the model behind the endpoint changed (an answer with a section goes
-back to the template).
+minutes, and was never used (and a call that long cannot finish in the pauses between a user's
+messages: each turn cuts it, and it starts again). So once a model's whole answer held no
+section and ran on past the summary's budget, or held no section ``MISSES`` times in a row (a
+short answer without one, empty or refused, says less about the model), the next cleanups of
+that endpoint that summarize in one call ask each section alone at once
+(``SummaryOptions.sections_alone``); after ``RECHECK_EVERY`` of those, one asks the template
+again, in case the model behind the endpoint changed (an answer with a section goes back to the
+template).
 
 Kept in the shared KV store (global scope, ``summary.template.<endpoint id>``), so the chat's
 cleanups and the task worker's learn from each other. Advisory: a lost write costs one cleanup
@@ -52,9 +55,10 @@ def sections_alone(kv: KVStore, model: Any) -> bool:
     return isinstance(misses, int) and isinstance(alone, int) and misses >= MISSES and alone < RECHECK_EVERY
 
 
-def learn(kv: KVStore, model: Any, *, followed: bool | None, asked_alone: bool) -> None:
+def learn(kv: KVStore, model: Any, *, followed: bool | None, asked_alone: bool, ran_on: bool = False) -> None:
     """Record a cleanup's summary: the sections asked alone (counted toward the next check), or
-    whether the model's answer to the whole template held any section."""
+    whether the model's answer to the whole template held any section (``ran_on``: none, and it
+    chatted on past the budget)."""
     endpoint = endpoint_id(model)
     if endpoint is None or (followed is None and not asked_alone):
         return
@@ -67,5 +71,5 @@ def learn(kv: KVStore, model: Any, *, followed: bool | None, asked_alone: bool) 
     elif followed:
         value = {"misses": 0, "alone": 0}
     else:
-        value = {"misses": misses + 1, "alone": 0}
+        value = {"misses": max(misses + 1, MISSES if ran_on else 0), "alone": 0}
     kv.put(_SCOPE, key, json.dumps(value))

@@ -75,6 +75,7 @@ DEFAULT_LEASE_TTL = 600.0
 def _result(run: CleanupRun, status: CleanupStatus, reason: str, head: SessionHead, **fields: Any) -> CleanupResult:
     fields.setdefault("tokens_after", head.tokens)
     fields.setdefault("template_followed", getattr(run, "template_followed", None))
+    fields.setdefault("template_ran_on", getattr(run, "template_ran_on", False))
     return CleanupResult(
         status=status,
         session=run.session,
@@ -197,6 +198,7 @@ async def _complete(
         commit_attempts=attempts,
         resumed=resumed,
         template_followed=run.template_followed,
+        template_ran_on=run.template_ran_on,
     )
     event = CleanupFinished(
         session=run.session,
@@ -243,7 +245,7 @@ async def _pass(*, run: CleanupRun, force: bool) -> CleanupResult:
         outcome = await _step("the summary", run, steps.summarize(run=run, boundary=boundary, cleanup_at=cleanup_at))
     except SummarizerWithdrawn as exc:
         return _result(run, CleanupStatus.ABORTED, f"{exc}; nothing was committed", head)
-    run.template_followed = outcome.template_followed
+    run.template_followed, run.template_ran_on = outcome.template_followed, outcome.template_ran_on
     # The summarizer may have taken long: is the lease still ours?
     await _step("the lease", run, steps.keep_lease(run))
     if outcome.fallback and not run.fallback:

@@ -62,6 +62,7 @@ class CleanupResult:
     #: Whether the model answered the whole summary template with any section (None: not asked;
     #: ``memory.compression.summary.SummaryOutcome.template_followed``).
     template_followed: bool | None = None
+    template_ran_on: bool = False  # the answer without a section chatted on past the budget
 
     @property
     def committed(self) -> bool:

@@ -134,6 +134,7 @@ class CleanupRun:
     embedder: Any = None  # memory.retrieval.embeddings.Embedder: vectors for what is archived
     fallback: bool = True  # False: a summary the model did not write commits nothing (cleanup ahead)
     template_followed: bool | None = None  # the summary's SummaryOutcome.template_followed, once asked
+    template_ran_on: bool = False  # and its SummaryOutcome.template_ran_on
 
 
 def derived_id(kind: str, *, session: SessionScope, through_seq: int) -> str:

@@ -114,6 +114,9 @@ class SummaryOutcome:
     #: Whether the model's answer to the whole template held any section: None when the template
     #: was not asked in one call (sections asked alone, a long history in parts) or not answered.
     template_followed: bool | None = None
+    #: The answer without a section ran longer than the summary's budget: the model chatted on
+    #: (not an empty or refused answer, which says less about the model).
+    template_ran_on: bool = False
 
 
 REASKED = "re-asked"  # the first answer was over the budget; the re-asked one fit
@@ -188,6 +191,7 @@ async def compose_summary(
     budget = options.max_tokens
     useless: str | None = None  # why the first answer could not be used at all
     followed: bool | None = None
+    ran_on = False
     try:
         if len(chunks) <= 1:
             only = chunks[0] if chunks else ""
@@ -199,6 +203,7 @@ async def compose_summary(
                 try:
                     answer, shortened = await _within_budget(caller, prompt, budget)
                     followed = bool(parse_sections(answer))
+                    ran_on = not followed and tok.count_text(answer) > budget
                 except SummarizerFailed as exc:
                     if not exc.answered:
                         raise  # the endpoint is failing: no questions, the fallback
@@ -226,6 +231,7 @@ async def compose_summary(
             calls=caller.calls,
             prompts=tuple(caller.prompts),
             template_followed=followed,
+            template_ran_on=ran_on,
         )
     # A whole answer that needed nothing added is kept exactly as the model wrote it.
     whole = sections == parse_sections(answer) and len(sections) == len(SECTIONS)
@@ -241,6 +247,7 @@ async def compose_summary(
         shortened=shortened,
         model_sections=from_model,
         template_followed=followed,
+        template_ran_on=ran_on,
     )
 
 

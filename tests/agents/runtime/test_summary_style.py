@@ -25,11 +25,16 @@ def is_template(request) -> bool:
     return request.json["messages"][0]["content"] != _SECTION_SYSTEM
 
 
-def world(tmp_path, fake_openai, *, follows):
-    """``follows()`` says whether the model writes a section of the template now."""
+RAMBLE = "Sure! Let me tell you a story about the sea and the boats and the harbour. " * 30
+SHORT = "Sure, happy to help with that."
+
+
+def world(tmp_path, fake_openai, *, follows, otherwise=RAMBLE):
+    """``follows()`` says whether the model writes a section of the template now; ``otherwise``
+    is what it answers when it does not."""
     def answer(request):
         if is_template(request):
-            return Reply(content="## Goal\nPlan the trip." if follows() else "Sure! Let me tell you a story about " * 30)
+            return Reply(content="## Goal\nPlan the trip." if follows() else otherwise)
         return Reply(content="- the trip to Ghent in May")
 
     fake_openai.responder = answer
@@ -47,17 +52,23 @@ async def cleanup(services, agent, n: int):
     return await compact(services=services, session=session, agent=agent, user_id="7", model=services.model, force=True)
 
 
-async def test_a_model_that_writes_no_section_is_asked_each_alone_and_the_template_again_later(tmp_path, fake_openai):
+@pytest.mark.parametrize("otherwise, misses", [(RAMBLE, 1), (SHORT, summary_style.MISSES)])
+async def test_a_model_that_writes_no_section_is_asked_each_alone_and_the_template_again_later(
+    tmp_path, fake_openai, otherwise, misses
+):
+    """A model that chats on past the budget is switched after one such answer; one that answers
+    short without a section after ``MISSES`` in a row."""
     follows = {"now": False}
-    model, services, agent = world(tmp_path, fake_openai, follows=lambda: follows["now"])
-    for n in range(summary_style.MISSES):  # the template, then the six sections alone, twice
+    model, services, agent = world(tmp_path, fake_openai, follows=lambda: follows["now"], otherwise=otherwise)
+    for n in range(misses):  # the template, then the six sections alone
         before = len(fake_openai.chat_requests)
         missed = await cleanup(services, agent, n)
         assert missed.committed and not missed.fallback_summary and missed.template_followed is False
+        assert missed.template_ran_on is (otherwise == RAMBLE)
         asked = [is_template(r) for r in fake_openai.chat_requests[before:]]
         assert asked[0] and not any(asked[1:]) and len(asked) == 7
 
-    n = summary_style.MISSES
+    n = misses
     for n in range(n, n + summary_style.RECHECK_EVERY):  # then the template is not asked ...
         before = len(fake_openai.chat_requests)
         result = await cleanup(services, agent, n)
@@ -73,10 +84,9 @@ async def test_a_model_that_writes_no_section_is_asked_each_alone_and_the_templa
 
 
 async def test_one_answer_without_a_section_changes_nothing(tmp_path, fake_openai):
-    """A model that writes sections but once answered without (an empty or a refused answer)
-    keeps getting the template."""
+    """A model that writes sections but once answered short without one keeps getting the template."""
     follows = {"now": True}
-    model, services, agent = world(tmp_path, fake_openai, follows=lambda: follows["now"])
+    model, services, agent = world(tmp_path, fake_openai, follows=lambda: follows["now"], otherwise=SHORT)
     for n, writes in enumerate([False, True, False, True, True]):
         follows["now"] = writes
         before = len(fake_openai.chat_requests)
