@@ -283,8 +283,9 @@ class Phone(ChatBrowserCase):
             assert page.locator("#offline-notice").is_visible(), "checked with the offline notice shown"
             assert page.evaluate("() => window.scrollY") == 0
             for selector in ("#composer-text", "#composer button.send"):
+                page.locator(selector).wait_for(state="visible")  # laid out (a busy machine swaps it in late)
                 box = page.locator(selector).bounding_box()
-                assert box["y"] >= 0 and box["y"] + box["height"] <= size["height"], f"{selector} at {size}: {box}"
+                assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= size["height"], f"{selector} at {size}: {box}"
             # The conversation gets most of the screen: the header and the notice stay compact.
             messages = page.locator("#messages").bounding_box()
             assert messages["height"] >= 0.45 * size["height"], f"messages {messages['height']} px of {size['height']}"
