@@ -23,6 +23,7 @@ from django.conf import settings
 from agents.llm import ChatModel, OfflineChatModel, model_from_settings
 from agents.llm.embeddings import embedder_from_settings
 from agents.llm.settings import ModelCaps, model_caps
+from agents.runtime import gated
 from agents.runtime.gate import BACKGROUND, FOREGROUND, ModelGate
 from memory.assembly.assembler import RECALL_IN_SYSTEM, ContextAssembler, default_pipeline
 from memory.compression.pruned import PrunedCatalog
@@ -51,13 +52,13 @@ class MemoryServices:
     def calls(self, model: Any | None = None, *, background: bool = False, label: str = "",
               stop_when: Callable[[], bool] | None = None, urgent: bool = False) -> Any:
         """``model`` (default: the services' model) as its callers use it: through the gate
-        with chat or background priority (``stop_when``, ``urgent``: ``ModelGate.calls``); the
+        with chat or background priority (``stop_when``, ``urgent``: ``agents.runtime.gated.calls``); the
         model itself without a gate."""
         model = model if model is not None else self.model
         if self.gate is None:
             return model
-        return self.gate.calls(model, priority=BACKGROUND if background else FOREGROUND, label=label,
-                               stop_when=stop_when, urgent=urgent)
+        return gated.calls(self.gate, model, priority=BACKGROUND if background else FOREGROUND, label=label,
+                           stop_when=stop_when, urgent=urgent)
 
     def urgent_work(self, label: str) -> Any:
         """An async context in which background work of the services' model is urgent (the

@@ -17,7 +17,9 @@ import pytest
 from agents.llm import ModelUnavailable, complete
 from agents.llm.capabilities import Capabilities
 from agents.llm.openai import OpenAIChatModel
-from agents.runtime.gate import BACKGROUND, FOREGROUND, GaveWay, ModelGate, endpoint_id
+from agents.runtime.gate import BACKGROUND, FOREGROUND, ModelGate, endpoint_id
+from agents.runtime.gated import GaveWay
+from agents.runtime.gated import calls as gated_calls
 from memory.locks import acquire_lease
 from memory.scopes import GlobalScope, SessionScope
 from memory.stores.base import StorageUnavailable
@@ -65,7 +67,7 @@ def test_the_limit_is_auto_for_local_servers_and_the_setting_wins(threaded_bundl
     from agents.llm import OfflineChatModel
 
     offline = OfflineChatModel()
-    assert endpoint_id(offline) is None and gate.calls(offline) is offline
+    assert endpoint_id(offline) is None and gated_calls(gate, offline) is offline
 
 
 # -- chat calls --------------------------------------------------------------------------------
@@ -74,10 +76,10 @@ def test_the_limit_is_auto_for_local_servers_and_the_setting_wins(threaded_bundl
 async def test_a_chat_call_waits_for_the_slot_and_its_timeout_starts_when_it_is_sent(threaded_bundle, fake_openai):
     fake_openai.script(Reply(content="first", delay=0.3, chunk_chars=2), Reply(content="second"))
     gate = gate_for(threaded_bundle)
-    one = gate.calls(model_for(fake_openai), priority=FOREGROUND)
+    one = gated_calls(gate, model_for(fake_openai), priority=FOREGROUND)
     # Its timeout (0.5 s) is shorter than its wait at the gate behind the first call (about 1 s):
     # counted from the request, it never fires.
-    two = gate.calls(model_for(fake_openai, timeout=0.5), priority=FOREGROUND)
+    two = gated_calls(gate, model_for(fake_openai, timeout=0.5), priority=FOREGROUND)
     first = asyncio.create_task(complete(one, messages=USER))
     while not fake_openai.chat_requests:  # the first call holds the slot
         await asyncio.sleep(0.01)
@@ -96,7 +98,7 @@ async def test_background_work_waits_while_a_turn_runs(threaded_bundle, fake_ope
     turn = asyncio.create_task(hold_turn(gate, model, 0.6))
     await asyncio.sleep(0.05)
     started = time.monotonic()
-    dream = asyncio.create_task(complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER))
+    dream = asyncio.create_task(complete(gated_calls(gate, model, priority=BACKGROUND, label="dream"), messages=USER))
     await asyncio.sleep(0.3)
     state = await asyncio.to_thread(gate.state, model)
     assert state.turns == 1 and state.queued == ("dream",) and state.describe_queued() == "1 queued (dream)"
@@ -114,7 +116,7 @@ async def test_background_work_waits_a_little_longer_after_a_turn(threaded_bundl
     kept = gate.keep(await mark(gate, model), name="t")
     await gate.end_turn(kept)
     ended = time.monotonic()
-    assert (await complete(gate.calls(model, priority=BACKGROUND), messages=USER)).content == "dreamt"
+    assert (await complete(gated_calls(gate, model, priority=BACKGROUND), messages=USER)).content == "dreamt"
     assert time.monotonic() - ended >= 0.5
 
 
@@ -124,12 +126,12 @@ async def test_a_turn_preempts_a_running_background_call_which_asks_again_withou
     fake_openai.script(slow, Reply(content="chat answer"), Reply(content="whole dream"))
     model = model_for(fake_openai)
     gate = gate_for(threaded_bundle)
-    dream = asyncio.create_task(complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER))
+    dream = asyncio.create_task(complete(gated_calls(gate, model, priority=BACKGROUND, label="dream"), messages=USER))
     while not fake_openai.chat_requests:
         await asyncio.sleep(0.02)
     held = await mark(gate, model)
     started = time.monotonic()
-    answer = await complete(gate.calls(model, priority=FOREGROUND), messages=USER)
+    answer = await complete(gated_calls(gate, model, priority=FOREGROUND), messages=USER)
     waited = time.monotonic() - started
     assert answer.content == "chat answer" and waited < 2  # not behind the 5 s background stream
     assert fake_openai.wait_for_disconnect(2)  # the background stream was closed: the server is free
@@ -157,7 +159,7 @@ async def test_urgent_work_takes_the_model_from_other_background_work_until_it_i
     gate = gate_for(threaded_bundle)
 
     def call(label: str, **options):
-        return complete(gate.calls(model, priority=BACKGROUND, label=label, **options),
+        return complete(gated_calls(gate, model, priority=BACKGROUND, label=label, **options),
                         messages=[{"role": "user", "content": label}])
 
     dream = asyncio.create_task(call("dream"))
@@ -184,13 +186,13 @@ async def test_a_background_call_stops_for_good_when_its_check_says_so(threaded_
     model = model_for(fake_openai)
     gate = gate_for(threaded_bundle, background_max_wait=30)
     urgent = {"now": False}
-    view = gate.calls(model, priority=BACKGROUND, label="cleanup ahead", stop_when=lambda: urgent["now"])
+    view = gated_calls(gate, model, priority=BACKGROUND, label="cleanup ahead", stop_when=lambda: urgent["now"])
     ahead = asyncio.create_task(complete(view, messages=USER))
     while not fake_openai.chat_requests:
         await asyncio.sleep(0.02)
     urgent["now"] = True
     held = await mark(gate, model)
-    assert (await complete(gate.calls(model, priority=FOREGROUND), messages=USER)).content == "chat answer"
+    assert (await complete(gated_calls(gate, model, priority=FOREGROUND), messages=USER)).content == "chat answer"
     with pytest.raises(GaveWay, match="cleanup ahead gave the model .* up to chat and stopped"):
         await ahead  # preempted, and not asked again after the turn
     # Waiting for a turn, it stops as soon as the check says so (not after its longest wait).
@@ -206,7 +208,7 @@ async def test_a_background_call_gives_up_after_its_longest_wait(threaded_bundle
     gate = gate_for(threaded_bundle, background_max_wait=0.3)
     held = await mark(gate, model)
     with pytest.raises(ModelUnavailable, match="busy with chat.*MODEX_BACKGROUND_MAX_WAIT"):
-        await complete(gate.calls(model, priority=BACKGROUND, label="review"), messages=USER)
+        await complete(gated_calls(gate, model, priority=BACKGROUND, label="review"), messages=USER)
     assert fake_openai.chat_requests == [] and gate.stats.gave_up == 1
     await gate.keep(held, name="t").end()
 
@@ -219,7 +221,7 @@ async def test_a_dead_holders_slot_and_mark_block_only_until_they_expire(threade
     for name, holder in ((f"gate.{ep}.slot.0", "chat|x|dead"), (f"gate.{ep}.turn.dead", "turn|dead")):
         await run_blocking(acquire_lease, kv=threaded_bundle.kv, scope=GlobalScope(), name=name, ttl=0.4, holder=holder)
     started = time.monotonic()
-    assert (await complete(gate.calls(model, priority=BACKGROUND), messages=USER)).content == "after"
+    assert (await complete(gated_calls(gate, model, priority=BACKGROUND), messages=USER)).content == "after"
     assert 0.3 < time.monotonic() - started < 3
     assert await run_blocking(threaded_bundle.kv.list, GlobalScope(), prefix=f"lease.gate.{ep}.") == []  # tidied up
 
@@ -233,7 +235,7 @@ async def test_a_user_typing_holds_background_work_back_until_the_mark_runs_out(
     gate = gate_for(threaded_bundle)
     assert await run_blocking(gate.mark_typing, model, session=SessionScope("typing1"), hold=0.6)
     started = time.monotonic()
-    dream = asyncio.create_task(complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER))
+    dream = asyncio.create_task(complete(gated_calls(gate, model, priority=BACKGROUND, label="dream"), messages=USER))
     await asyncio.sleep(0.3)
     assert (await asyncio.to_thread(gate.state, model)).turns == 1 and fake_openai.chat_requests == []
     assert (await dream).content == "dreamt"  # nothing renewed the mark: it ran out by itself
@@ -248,7 +250,7 @@ async def test_typing_cuts_a_running_background_call_and_the_turn_takes_the_mark
     model = model_for(fake_openai)
     gate = gate_for(threaded_bundle)
     typing, elsewhere = SessionScope("typing2"), SessionScope("typing3")
-    dream = asyncio.create_task(complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER))
+    dream = asyncio.create_task(complete(gated_calls(gate, model, priority=BACKGROUND, label="dream"), messages=USER))
     while not fake_openai.chat_requests:
         await asyncio.sleep(0.02)
     for session in (typing, typing, elsewhere):  # a second signal extends the same mark
@@ -342,7 +344,7 @@ def test_a_turn_in_another_process_defers_background_work_here(tmp_path, fake_op
 
 async def _background(gate, model):
     try:
-        return (await complete(gate.calls(model, priority=BACKGROUND, label="dream"), messages=USER)).content
+        return (await complete(gated_calls(gate, model, priority=BACKGROUND, label="dream"), messages=USER)).content
     finally:
         await model.aclose()
 
@@ -352,7 +354,7 @@ async def test_background_calls_take_the_last_slot_of_a_llamacpp_server_with_sev
     fake_openai.script(Reply(content="chat"), Reply(content="dream"))
     model = model_for(fake_openai)
     gate = gate_for(threaded_bundle)
-    await complete(gate.calls(model, priority=FOREGROUND), messages=USER)
-    await complete(gate.calls(model, priority=BACKGROUND), messages=USER)
+    await complete(gated_calls(gate, model, priority=FOREGROUND), messages=USER)
+    await complete(gated_calls(gate, model, priority=BACKGROUND), messages=USER)
     chat, dream = (r.json for r in fake_openai.chat_requests)
     assert (chat["id_slot"], dream["id_slot"]) == (0, 1)  # the chat's cached prompt keeps its slot
