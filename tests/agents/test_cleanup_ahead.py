@@ -238,6 +238,16 @@ def is_summary_call(request) -> bool:
     return request.json.get("max_tokens") == 333
 
 
+async def queued_on_gate(tmp_path, fake_openai, name: str):
+    """``gated`` services, and turns of conversation ``name`` until a cleanup ahead is queued:
+    (model, services, node, runtime, env, session, turns, the queued task)."""
+    model, services, node, runtime, env = gated(tmp_path, fake_openai)
+    session = SessionScope(name)
+    turns, _ = await chat_until_queued(runtime, node, session)
+    [job] = queued("cleanup_ahead")
+    return model, services, node, runtime, env, session, turns, job
+
+
 async def summary_under_way(job, fake_openai) -> asyncio.Task:
     """Start the queued cleanup ahead (inside its task environment); return once its summary is asked."""
     ahead = asyncio.create_task(cleanup_ahead.acall(**job.kwargs))
@@ -262,10 +272,7 @@ async def test_a_turn_over_the_threshold_does_not_wait_for_the_cleanup_under_way
         return Reply(content="## Goal\nA trip diary." if is_summary_call(request) else "Noted.")
 
     fake_openai.responder = answer
-    model, services, node, runtime, env = gated(tmp_path, fake_openai)
-    session = SessionScope("gated")
-    turns, _ = await chat_until_queued(runtime, node, session)
-    [job] = queued("cleanup_ahead")
+    model, services, node, runtime, env, session, turns, job = await queued_on_gate(tmp_path, fake_openai, "gated")
 
     with task_environment(env):
         ahead = await summary_under_way(job, fake_openai)
@@ -305,10 +312,7 @@ async def test_turns_that_arrive_while_it_waits_for_chat_are_compacted_by_the_ne
         return Reply(content="Noted.")
 
     fake_openai.responder = answer
-    model, services, node, runtime, env = gated(tmp_path, fake_openai)
-    session = SessionScope("again")
-    turns, _ = await chat_until_queued(runtime, node, session)
-    [job] = queued("cleanup_ahead")
+    model, services, node, runtime, env, session, turns, job = await queued_on_gate(tmp_path, fake_openai, "again")
 
     with task_environment(env):
         ahead = await summary_under_way(job, fake_openai)
@@ -357,10 +361,7 @@ async def test_queued_for_when_the_turns_hold_runs_out_and_asked_again_after_the
         return Reply(content="Noted.")
 
     fake_openai.responder = answer
-    model, services, node, runtime, env = gated(tmp_path, fake_openai)
-    session = SessionScope("sections")
-    await chat_until_queued(runtime, node, session)
-    [job] = queued("cleanup_ahead")
+    model, services, node, runtime, env, session, turns, job = await queued_on_gate(tmp_path, fake_openai, "sections")
     wait = (job.task.run_after - timezone.now()).total_seconds()
     assert 3 < wait <= 5  # after the turn's hold, not into it
 
