@@ -320,8 +320,7 @@ async def cleanup_ahead(agent: str, user: str, session: str) -> dict:
 
 def _after_turn(services: MemoryServices) -> float:
     """Seconds a cleanup ahead is queued after a turn: the turn's hold on a gated model."""
-    gate = services.gate
-    return gate.after_turn if gate is not None and gate.limit(services.model) is not None else 0.0
+    return services.gate.after_turn if services.gated else 0.0
 
 
 async def _ahead_round(

@@ -72,8 +72,13 @@ class MemoryServices:
         ``seconds`` of model time plus what the call may wait for chat at the gate first
         (``MODEX_BACKGROUND_MAX_WAIT``), so time spent queued behind a turn is never counted as
         the model's."""
-        gated = self.gate is not None and self.gate.limit(self.model) is not None
-        return seconds + (self.gate.background_max_wait if gated else 0.0)
+        return seconds + (self.gate.background_max_wait if self.gated else 0.0)
+
+    @property
+    def gated(self) -> bool:
+        """Whether calls to the services' model wait at a gate (a local server's; a remote one
+        has none: ``ModelGate.limit``)."""
+        return self.gate is not None and self.gate.limit(self.model) is not None
 
 
 def build_services(
