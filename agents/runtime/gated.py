@@ -112,17 +112,22 @@ class GatedModel:
 
     async def _background(self, request: dict[str, Any]) -> list[Any]:
         gate, endpoint = self.gate, endpoint_id(self.inner)
-        deadline = time.monotonic() + gate.background_max_wait
+        # The longest wait counts the time spent waiting for a slot, over every round: a call that
+        # ran a while before chat preempted it waits as long again as one that never ran.
+        waited = 0.0
         while True:
             queued = await run_blocking(
                 acquire_lease, kv=gate.kv, scope=_SCOPE, name=f"gate.{endpoint}.queued.{uuid.uuid4().hex[:16]}",
                 ttl=gate.hold_ttl, holder=f"queued|{self.label}",
             )
             waiting = gate.keep(queued, name=f"gate-queued-{self.label}")
+            began = time.monotonic()
             try:
-                slot = await gate._wait_slot(self.inner, BACKGROUND, self.label, deadline, stop_when=self.stop_when,
-                                             urgent=self.urgent)
+                slot = await gate._wait_slot(self.inner, BACKGROUND, self.label,
+                                             began + max(0.0, gate.background_max_wait - waited),
+                                             stop_when=self.stop_when, urgent=self.urgent)
             finally:
+                waited += time.monotonic() - began
                 await asyncio.shield(self._end(waiting))
             if slot is _STOPPED:
                 raise self._gave_way()

@@ -203,6 +203,26 @@ async def test_a_background_call_stops_for_good_when_its_check_says_so(threaded_
     await gate.keep(held, name="t").end()
 
 
+async def test_the_longest_wait_counts_waiting_not_the_time_a_preempted_call_ran(threaded_bundle, fake_openai):
+    """A consolidation streams for longer than the longest wait before a turn preempts it: it waits
+    for that turn (a short wait) and is asked again, rather than giving up at once as if it had
+    waited all the time it ran."""
+    slow = RawStream([chunk({"content": "half "})] + [Pause(0.1), chunk({"content": "."})] * 50)
+    fake_openai.script(slow, Reply(content="chat answer"), Reply(content="whole dream"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle, background_max_wait=1.0)
+    dream = asyncio.create_task(complete(gated_calls(gate, model, priority=BACKGROUND, label="dream"), messages=USER))
+    while not fake_openai.chat_requests:
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(1.3)  # the call has run past its longest wait
+    held = await mark(gate, model)
+    assert (await complete(gated_calls(gate, model, priority=FOREGROUND), messages=USER)).content == "chat answer"
+    await asyncio.sleep(0.3)  # the preempted call waits for the turn (0.3 s of its 1 s)
+    await gate.keep(held, name="t").end()
+    assert (await dream).content == "whole dream"
+    assert gate.stats.preempted == 1 and gate.stats.gave_up == 0
+
+
 async def test_a_background_call_gives_up_after_its_longest_wait(threaded_bundle, fake_openai):
     model = model_for(fake_openai)
     gate = gate_for(threaded_bundle, background_max_wait=0.3)
