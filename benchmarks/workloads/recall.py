@@ -19,7 +19,8 @@ When the archive reaches each size, in the same process:
 * search: ``Retrieval.search`` (hybrid: BM25 + the query's WordLlama vector, fused), the query
   a user message of a new conversation (a different one each call), limit 12 as recall asks;
 * assembly: ``ContextAssembler`` with the default pipeline and that ``Retrieval`` (core, archive
-  with recall, pruned) over a live conversation of the same user; before each timed call a new
+  with recall, pruned) over a live conversation of the same user (a new one of 40 messages at each
+  size, so that only the archive grows from one size to the next); before each timed call a new
   user message is appended (untimed), so each turn recalls for another query. Beside it, the
   same assembly without recall (archive summaries only), alternating turn by turn;
 * the peer: ``bm25s`` (BM25 over sparse matrices; its English stop words, the Snowball stemmer
@@ -368,9 +369,7 @@ def run(*, quick: bool) -> Workload:
     single_rate, batch_rate, appended = _append(bundle, convs, timed=min(APPEND_TIMED, largest // 2))
     _append(bundle, plain, timed=0)
     check(appended == largest, f"{appended} messages appended, {largest} generated")
-    live = SessionScope("live")
-    bundle.messages.append(live, [Message(role="user" if i % 2 == 0 else "assistant", content=q)
-                                  for i, q in enumerate(queries(count=LIVE_MESSAGES, seed=97))])
+    opening = queries(count=LIVE_MESSAGES, seed=97)
     log(f"recall: appended: {single_rate:,.0f} messages/s one per call, {batch_rate:,.0f}/s a conversation per call")
 
     # The same conversations archived first for another user, without embeddings: their rate, and
@@ -385,6 +384,11 @@ def run(*, quick: bool) -> Workload:
     measured: dict[int, dict] = {}
     for size in sizes:
         archiver.until(size)
+        # A live conversation of its own at each size, opened the same way: the turns measured
+        # add to it, and the size's rows must not include a longer conversation than the last's.
+        live = SessionScope(f"live-{size}")
+        bundle.messages.append(live, [Message(role="user" if i % 2 == 0 else "assistant", content=q)
+                                      for i, q in enumerate(opening)])
         data = _measure(bundle, catalog, scope, archiver.messages, qs, live)
         check(data["indexed"] == archiver.messages, f"{data['indexed']} messages indexed, {archiver.messages} archived")
         data["archived"] = archiver.messages
