@@ -68,7 +68,7 @@ from agents.runtime.hooks import HookPoint, RuntimeHooks
 from agents.runtime.sizing import probe_window, sized_agent
 from agents.runtime.tools.history_tools import archive_scope_for
 from memory.compression.cleanup import INTENT_KEY, LEASE_NAME, CleanupFailed, CleanupResult, CleanupStatus, arun_cleanup
-from memory.compression.summary import SummaryOptions, summary_budget
+from memory.compression.summary import SummaryOptions, default_options
 from memory.config import MemoryConfig
 from memory.locks import lease_active
 from memory.messages import Message
@@ -101,10 +101,10 @@ async def compact(
     """One cleanup of ``session`` as the runtime runs it: ``model`` summarizes, the archive is
     written when ``agent`` has it on. Raises ``CleanupFailed`` (the session is unchanged).
     ``fallback=False``: commit only a summary the model wrote (the cleanup ahead of need);
-    ``summary_options``: ``arun_cleanup``'s (default: its own)."""
+    ``summary_options``: default ``default_options(config)``, as ``arun_cleanup``'s."""
     config = agent.memory_config
     options: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
-    summary = summary_options or SummaryOptions(max_tokens=summary_budget(config))
+    summary = summary_options or default_options(config)
     # A model that answered the whole template with no section before is asked each one alone.
     alone = await run_blocking(summary_style.sections_alone, services.bundle.kv, model)
     if alone:
@@ -333,7 +333,7 @@ async def _ahead_round(
         node = replace(node, memory_config=replace(config, keep_tokens=keep))
     # An interrupted cleanup's cut is finished first (not forced: no second cut unless still over).
     pending = await run_blocking(services.bundle.kv.get, scope, INTENT_KEY)
-    options = SummaryOptions(max_tokens=summary_budget(node.memory_config))
+    options = default_options(node.memory_config)
     options = replace(options, timeout=services.background_timeout(options.timeout))
     limit = hard_limit(config)
 

@@ -58,7 +58,7 @@ from memory.compression import steps
 from memory.compression.pruned import PrunedCatalog
 from memory.compression.results import CleanupFailed, CleanupResult, CleanupStatus
 from memory.compression.steps import INTENT_KEY, LEASE_NAME, Abort, CleanupIntent, CleanupRun, derived_id, io
-from memory.compression.summary import SummaryOptions, Summarizer, summary_budget
+from memory.compression.summary import SummaryOptions, Summarizer, default_options
 from memory.compression.summary_calls import SummarizerWithdrawn
 from memory.config import MemoryConfig
 from memory.hooks import CleanupFinished, CleanupTriggered, MemoryHookDispatcher, MemoryHookPoint
@@ -311,7 +311,7 @@ async def arun_cleanup(
     busy, aborted); ``result.reason`` says why, e.g. why the session is still over the
     threshold. Raises CleanupFailed, and nothing else, when a step fails (disk full, store
     down); the next cleanup resumes. An interrupted earlier cleanup is finished first, whatever the token
-    count. ``summary_options`` defaults to the budget ``summary_budget(config)``; ``lease_ttl``
+    count. ``summary_options`` defaults to ``default_options(config)`` (the summary's budget); ``lease_ttl``
     (seconds) bounds how long a crashed worker blocks the session; ``sleep`` (retry backoff) and
     ``now`` are injectable for tests. ``embedder`` (``memory.retrieval.embeddings.Embedder``)
     stores the vectors of what the cleanup archives, for archive search. ``fallback=False``
@@ -320,7 +320,7 @@ async def arun_cleanup(
     whoever wrote it: that cut must be completed). A summarizer that raises
     ``SummarizerWithdrawn`` ends the cleanup ABORTED with nothing written, whatever ``fallback``.
     """
-    options = summary_options or SummaryOptions(max_tokens=summary_budget(config))
+    options = summary_options or default_options(config)
     head: SessionHead = await _step("reading the session", session, io(bundle.messages.head, session))
     if not force and head.tokens <= config.threshold:
         # The common case costs one head read plus one KV read (for an interrupted cleanup).

@@ -136,6 +136,12 @@ def summary_budget(config: MemoryConfig) -> int:
     return config.summary_budget
 
 
+def default_options(config: MemoryConfig) -> SummaryOptions:
+    """The options a cleanup under ``config`` summarizes with unless its caller says otherwise:
+    the defaults, within the summary's budget."""
+    return SummaryOptions(max_tokens=summary_budget(config))
+
+
 # -- composing --------------------------------------------------------------------------------
 
 
