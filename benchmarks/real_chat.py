@@ -95,6 +95,9 @@ class TurnRecord:
     fallback_summary: bool | None = None
     reply: str = ""
     recalled: bool | None = None
+    #: for a question: the parts of its first request that hold the key word (empty: the fact
+    #: reached the model nowhere, so a miss is memory's, not the model's)
+    key_in: list[str] | None = None
     #: the server's account of the turn's model calls (``server_tasks``): slot, prompt tokens it
     #: processed, prompt tokens it found in its cache, tokens generated
     calls: list[dict] = field(default_factory=list)
@@ -186,6 +189,16 @@ def request_segments(context) -> list[tuple[str, str]]:
     for i, message in enumerate(context.messages[1:], 1):
         segments.append((f"message {i} ({message.get('role')})", json.dumps(message, sort_keys=True)))
     return segments
+
+
+def key_in(segments: list[tuple[str, str]], *, key: str, question: str) -> list[str]:
+    """The labels of the request's parts (``request_segments``) that hold ``key``, the latest
+    message (the question, with the recall sent at its head under ``MODEX_RECALL_PLACEMENT=message``)
+    without the question's own words: where the model was given the answer."""
+    found = [label for label, part in segments[:-1] if key in part.lower()]
+    if segments and key in segments[-1][1].lower().replace(json.dumps(question)[1:-1].lower(), ""):
+        found.append(segments[-1][0])
+    return found
 
 
 def first_change(before: list[tuple[str, str]] | None, after: list[tuple[str, str]]) -> tuple[str, dict]:
@@ -302,6 +315,8 @@ async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bo
                 record.changed, record.change = first_change(previous, segments)
                 record.request = hashlib.sha1(json.dumps(segments).encode("utf-8", "surrogatepass")).hexdigest()
                 previous = segments
+                if key is not None:
+                    record.key_in = key_in(segments, key=key, question=text)
             if isinstance(event, CleanupStarted):
                 record.cleanup = True
             elif isinstance(event, CleanupDone) and event.committed:
@@ -320,7 +335,9 @@ async def chat(*, mode: str, texts: list[tuple[str, str | None]], background: bo
         calls = ", ".join(f"slot {c['slot']}: {c.get('prompt_n')} new/{c.get('cache_n')} cached" for c in record.calls)
         log(f"  [{mode}] turn {n}: first token {first if first is None else round(first, 2)} s, "
             f"turn {record.turn_s:.1f} s{' (cleanup)' if record.cleanup else ''}{' FAILED' if record.failed else ''}"
-            f"; changed from: {record.changed}; server: {calls}")
+            f"; changed from: {record.changed}; server: {calls}"
+            + (f"; the fact in: {', '.join(record.key_in) or 'nothing sent'}, reply {'has' if record.recalled else 'lacks'} it"
+               if record.key_in is not None else ""))
         await _pause(services, session, pause, typing if n < len(texts) else 0.0)  # the last reply is only read
     stats = services.gate.stats if services.gate is not None else None
     if stats is not None:
@@ -397,7 +414,8 @@ def main() -> None:
         "summaries_by_the_model": sum(t.fallback_summary is False for t in run.turns),
         "fallback_summaries": sum(t.fallback_summary is True for t in run.turns),
         "first_token_median_s": run.median("first_token_s"), "turn_median_s": run.median("turn_s"),
-        "recalled": f"{sum(bool(t.recalled) for t in recalled)}/{len(recalled)}", "gate": run.gate, "tasks": run.tasks,
+        "recalled": f"{sum(bool(t.recalled) for t in recalled)}/{len(recalled)}",
+        "facts_sent": f"{sum(bool(t.key_in) for t in recalled)}/{len(recalled)}", "gate": run.gate, "tasks": run.tasks,
         "recall_placement": settings.MODEX_RECALL_PLACEMENT,
         "after_the_first_cleanup": after_cleanup(run),
         "capabilities": run.capabilities,

@@ -4,13 +4,14 @@ finds where a turn's request first differs from the turn before. Runs everywhere
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-from benchmarks.real_chat import first_change, request_segments, server_tasks  # noqa: E402
+from benchmarks.real_chat import first_change, key_in, request_segments, server_tasks  # noqa: E402
 from scripts.llama_server import BATCH, command  # noqa: E402
 
 
@@ -120,3 +121,20 @@ def test_first_change_names_the_first_part_of_the_request_that_differs():
                                             {"before": before[2][1], "after": "<e>new</e>"})
     edited = request_segments(_context("Be brief.", {"core memory": "<c>x</c>"}, hello))
     assert first_change(before, edited) == ("core memory", {"before": "<c/>", "after": "<c>x</c>"})
+
+
+def test_key_in_says_where_the_request_gave_the_model_the_answer_and_not_in_the_question():
+    question = 'What is "my" cat called?'
+    asked = ("message 3 (user)", json.dumps({"role": "user", "content": question}))
+    segments = [("instructions", "You are helpful."), ("core_memory", "<user_profile>Has a cat, Pixel</user_profile>"),
+                ("archive", "<archive_recall>1.4 user: I am allergic to peanuts</archive_recall>"),
+                ("message 1 (user)", json.dumps({"role": "user", "content": "Hi, I am Ilse"})), asked]
+    assert key_in(segments, key="pixel", question=question) == ["core_memory"]
+    assert key_in(segments, key="peanut", question=question) == ["archive"]
+    assert key_in(segments, key="ilse", question=question) == ["message 1 (user)"]
+    assert key_in(segments, key="cat", question=question) == ["core_memory"]  # not the question's own "cat"
+    assert key_in(segments, key="glassblow", question=question) == []
+    # Recall sent at the head of the question (MODEX_RECALL_PLACEMENT=message) counts.
+    recall = "<archive_recall>1.2 user: I am a glassblower</archive_recall>\n\n"
+    with_recall = ("message 3 (user)", json.dumps({"role": "user", "content": recall + question}))
+    assert key_in([*segments[:-1], with_recall], key="glassblow", question=question) == ["message 3 (user)"]
