@@ -210,17 +210,37 @@ async def test_the_longest_wait_counts_waiting_not_the_time_a_preempted_call_ran
     slow = RawStream([chunk({"content": "half "})] + [Pause(0.1), chunk({"content": "."})] * 50)
     fake_openai.script(slow, Reply(content="chat answer"), Reply(content="whole dream"))
     model = model_for(fake_openai)
-    gate = gate_for(threaded_bundle, background_max_wait=1.0)
+    gate = gate_for(threaded_bundle, background_max_wait=2.0)
     dream = asyncio.create_task(complete(gated_calls(gate, model, priority=BACKGROUND, label="dream"), messages=USER))
     while not fake_openai.chat_requests:
         await asyncio.sleep(0.02)
-    await asyncio.sleep(1.3)  # the call has run past its longest wait
+    await asyncio.sleep(2.3)  # the call has run past its longest wait (its stream lasts 5 s)
     held = await mark(gate, model)
     assert (await complete(gated_calls(gate, model, priority=FOREGROUND), messages=USER)).content == "chat answer"
-    await asyncio.sleep(0.3)  # the preempted call waits for the turn (0.3 s of its 1 s)
+    await asyncio.sleep(0.3)  # the preempted call waits for the turn (about 0.4 s of its 2 s)
     await gate.keep(held, name="t").end()
     assert (await dream).content == "whole dream"
     assert gate.stats.preempted == 1 and gate.stats.gave_up == 0
+
+
+async def test_the_waits_of_one_call_add_up_to_its_longest_wait(threaded_bundle, fake_openai):
+    """A review waits 0.9 s of its 1.5 s behind a turn, runs, and is preempted by the next turn:
+    it has 0.6 s left to wait, not 1.5 s again, so a turn held 1.5 s makes it give up."""
+    slow = RawStream([chunk({"content": "half "})] + [Pause(0.1), chunk({"content": "."})] * 50)
+    fake_openai.script(slow, Reply(content="whole review"))
+    model = model_for(fake_openai)
+    gate = gate_for(threaded_bundle, background_max_wait=1.5)
+    held = await mark(gate, model)
+    review = asyncio.create_task(complete(gated_calls(gate, model, priority=BACKGROUND, label="review"), messages=USER))
+    await asyncio.sleep(0.9)
+    await gate.keep(held, name="t").end()
+    while not fake_openai.chat_requests:
+        await asyncio.sleep(0.02)
+    held = await mark(gate, model)  # the next turn: the review gives the model up and waits again
+    with pytest.raises(ModelUnavailable, match="busy with chat"):
+        await asyncio.wait_for(review, 1.5)
+    assert gate.stats.preempted == 1 and gate.stats.gave_up == 1 and len(fake_openai.chat_requests) == 1
+    await gate.keep(held, name="t").end()
 
 
 async def test_a_background_call_gives_up_after_its_longest_wait(threaded_bundle, fake_openai):
