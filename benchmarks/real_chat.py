@@ -192,13 +192,29 @@ def request_segments(context) -> list[tuple[str, str]]:
 
 
 def key_in(segments: list[tuple[str, str]], *, key: str, question: str) -> list[str]:
-    """The labels of the request's parts (``request_segments``) that hold ``key``, the latest
-    message (the question, with the recall sent at its head under ``MODEX_RECALL_PLACEMENT=message``)
-    without the question's own words: where the model was given the answer."""
-    found = [label for label, part in segments[:-1] if key in part.lower()]
-    if segments and key in segments[-1][1].lower().replace(json.dumps(question)[1:-1].lower(), ""):
-        found.append(segments[-1][0])
+    """The labels of the request's parts (``request_segments``) that hold ``key``: a message by
+    its text and its tool calls' arguments (not its JSON's names and escapes); the latest message
+    (the question, with the recall sent at its head under ``MODEX_RECALL_PLACEMENT=message``)
+    without the question's own words. Where the model was given the answer."""
+    found = []
+    for i, (label, part) in enumerate(segments):
+        text = _message_text(part) if label.startswith("message ") else part
+        if i == len(segments) - 1 and label.startswith("message "):
+            text = text.replace(question, "")
+        if key in text.lower():
+            found.append(label)
     return found
+
+
+def _message_text(part: str) -> str:
+    try:
+        message = json.loads(part)
+    except ValueError:
+        return part
+    content = message.get("content")
+    texts = [content if isinstance(content, str) else json.dumps(content or "", ensure_ascii=False)]
+    texts += [str((call.get("function") or {}).get("arguments", "")) for call in message.get("tool_calls") or []]
+    return "\n".join(texts)
 
 
 def first_change(before: list[tuple[str, str]] | None, after: list[tuple[str, str]]) -> tuple[str, dict]:

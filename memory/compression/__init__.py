@@ -29,6 +29,7 @@ from memory.compression.summary import (
     SummaryOptions,
     SummaryOutcome,
     compose_summary,
+    default_options,
     summary_budget,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "arun_cleanup",
     "choose_boundary",
     "compose_summary",
+    "default_options",
     "first_uncommitted_seq",
     "run_cleanup",
     "summary_budget",

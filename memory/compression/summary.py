@@ -398,6 +398,7 @@ __all__ = [
     "clean_answer",
     "clean_reply",
     "compose_summary",
+    "default_options",
     "fit_sections",
     "fallback_body",
     "serialize_message",

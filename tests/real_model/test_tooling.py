@@ -138,3 +138,8 @@ def test_key_in_says_where_the_request_gave_the_model_the_answer_and_not_in_the_
     recall = "<archive_recall>1.2 user: I am a glassblower</archive_recall>\n\n"
     with_recall = ("message 3 (user)", json.dumps({"role": "user", "content": recall + question}))
     assert key_in([*segments[:-1], with_recall], key="glassblow", question=question) == ["message 3 (user)"]
+    # A message is read by its text and its tool calls' arguments, not its JSON's names or escapes.
+    call = ("message 2 (assistant)", json.dumps({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "core_memory", "arguments": '{"text": "Lives in Åre"}'}}]}))
+    assert key_in([*segments[:-1], call, asked], key="åre", question=question) == ["message 2 (assistant)"]
+    assert key_in([*segments[:-1], call, asked], key="role", question=question) == []
