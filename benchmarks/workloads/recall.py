@@ -58,6 +58,7 @@ from benchmarks.common import (
     workload_main,
 )
 from benchmarks.conversations import conversations, queries
+from benchmarks.workloads.recall_peer import bm25s_peer, check_bm25, held, rss
 
 WORKLOAD = "8. Archive recall"
 AGENT = "default"
@@ -78,32 +79,6 @@ def _sizes(quick: bool) -> list[int]:
         raise SystemExit("BENCH_RECALL_MESSAGES must be at least 100")
     sizes = [s for s in SIZES if s < largest]
     return [*sizes, largest]
-
-
-def _rss() -> int:
-    """The resident set size of this process, bytes."""
-    gc.collect()
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE")
-
-
-def _held(obj: object) -> int:
-    """Bytes held by ``obj`` and everything it references (each object once; numpy arrays with
-    their data): what the object keeps alive, without the allocator's free space."""
-    import sys
-
-    seen: set[int] = set()
-    stack = [obj]
-    total = 0
-    while stack:
-        item = stack.pop()
-        if id(item) in seen or isinstance(item, type):
-            continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        stack.extend(gc.get_referents(item))
-    return total
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -184,79 +159,6 @@ def _searchable_texts(bundle, scope) -> list[str]:
     return [message_text(m) for d in bundle.archive.list(scope) for m in d.messages if searchable(m) and m.seq is not None]
 
 
-def _quiet_bm25s():
-    import logging
-
-    import bm25s
-
-    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs each index build at DEBUG
-    return bm25s
-
-
-def _bm25s_peer(texts: list[str], qs: list[str]) -> dict:
-    import Stemmer
-
-    bm25s = _quiet_bm25s()
-
-    stemmer = Stemmer.Stemmer("english")
-    before = _rss()
-    started = time.perf_counter()
-    tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False)
-    retriever = bm25s.BM25(k1=1.2, b=0.75)
-    retriever.index(tokens, show_progress=False)
-    del tokens
-
-    def search(q: str):
-        query = bm25s.tokenize([q], stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False)
-        return retriever.retrieve(query, k=min(RECALL_LIMIT, len(texts)), show_progress=False, n_threads=0)
-
-    search(qs[0])
-    first = time.perf_counter() - started
-    memory = _rss() - before
-    held = _held(retriever)
-    for q in qs[1:3]:  # warm-up
-        search(q)
-    samples = []
-    for q in qs[3:]:
-        started = time.perf_counter()
-        search(q)
-        samples.append(time.perf_counter() - started)
-    del retriever
-    return {"first_s": first, "search": samples, "memory": memory, "held": held}
-
-
-def _check_bm25(bundle, scope, qs: list[str]) -> int:
-    """Modex's BM25 over the scope against bm25s over the same terms: the same top scores."""
-    import numpy as np
-
-    from memory.retrieval import text as analysis
-    from memory.retrieval.index import K1, ScopeIndex
-
-    index = ScopeIndex(dimensions=None)
-    for document in bundle.archive.list(scope):
-        index.add_document(document, None)
-    corpus = [analysis.terms(row.text) for row in index.rows]
-    bm25s = _quiet_bm25s()
-    retriever = bm25s.BM25(k1=K1, b=0.75, method="lucene")
-    retriever.index(corpus, show_progress=False)
-    compared = 0
-    for q in qs:
-        pairs = analysis.query_terms(q)
-        if not pairs or any(term not in index._postings for term, _ in pairs):
-            continue  # prefix expansion: Modex searches more terms than bm25s would
-        _, scores, _ = index.bm25(q)
-        if not len(scores):
-            continue
-        k = min(10, len(scores))
-        _, peer = retriever.retrieve([[t for t, _ in pairs]], k=k, show_progress=False, n_threads=0)
-        mine = np.sort(scores)[::-1][:k] / (K1 + 1)
-        check(np.allclose(mine, peer[0][:k], rtol=1e-3, atol=1e-4),
-              f"BM25 scores differ from bm25s for {q!r}: {mine[:3]} vs {peer[0][:3]}")
-        compared += 1
-    check(compared >= 5, f"only {compared} queries could be compared with bm25s")
-    return compared
-
-
 def _measure(bundle, catalog, scope, size_label: int, qs: list[str], live) -> dict:
     from memory.assembly.assembler import ContextAssembler, default_pipeline
     from memory.config import MemoryConfig
@@ -272,13 +174,13 @@ def _measure(bundle, catalog, scope, size_label: int, qs: list[str], live) -> di
     embedder.embed(["warm up"])
     out["model_load_s"] = time.perf_counter() - started
     retrieval = Retrieval(archive=bundle.archive, embedder=embedder)
-    before = _rss()
+    before = rss()
     started = time.perf_counter()
     first = retrieval.search(scope, qs[0], limit=RECALL_LIMIT)
     out["first_s"] = time.perf_counter() - started
-    out["memory"] = _rss() - before
+    out["memory"] = rss() - before
     out["indexed"] = retrieval.indexed(scope)
-    out["held"] = _held(retrieval._entries[scope.key()].index)  # the scope's ScopeIndex
+    out["held"] = held(retrieval._entries[scope.key()].index)  # the scope's ScopeIndex
     check(first, f"the first search found nothing for {qs[0]!r}")
 
     # -- search ----------------------------------------------------------------------------
@@ -394,8 +296,8 @@ def run(*, quick: bool) -> Workload:
         data["archived"] = archiver.messages
         texts = _searchable_texts(bundle, scope)
         check(len(texts) == archiver.messages, f"{len(texts)} searchable texts, {archiver.messages} archived")
-        data["peer"] = _bm25s_peer(texts, qs)
-        data["bm25_compared"] = _check_bm25(bundle, scope, qs)
+        data["peer"] = bm25s_peer(texts, qs, limit=RECALL_LIMIT)
+        data["bm25_compared"] = check_bm25(bundle, scope, qs)
         measured[size] = data
         log(f"recall: N={archiver.messages:,}: bm25s search p50 {statistics.median(data['peer']['search']) * 1e3:.2f} ms, "
             f"index {data['peer']['first_s'] * 1e3:.0f} ms; BM25 equal to bm25s on {data['bm25_compared']} queries")
